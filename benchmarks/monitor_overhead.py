@@ -1,0 +1,90 @@
+"""Slowdown of a CPU-bound workload under our monitor and under MLflow's system metrics.
+
+Each measurement is a fresh process running the same fixed amount of work, in one of three
+modes (none, ours, mlflow), interleaved round by round so that machine noise hits all modes
+alike. Two workloads: one thread (a core stays free for the monitor) and every core busy
+(the monitor must steal time). Prints median wall time per mode and the slowdown ratios.
+
+    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 7] [--interval 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WORKER = r'''
+import json, os, sys, time
+mode, interval, threads, uri = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+import numpy as np
+import mlflow
+mlflow.set_tracking_uri(uri)
+
+def work():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((384, 384))
+    for _ in range(600 * threads):
+        a = np.tanh(a @ a.T / 384)
+    total = 0
+    for i in range(2_000_000):  # pure-Python part: the GIL is contended by an in-process monitor
+        total += i % 7
+    return total
+
+if mode == "mlflow":
+    mlflow.set_system_metrics_sampling_interval(interval)
+    mlflow.set_system_metrics_samples_before_logging(1)
+with mlflow.start_run(log_system_metrics=(mode == "mlflow")):
+    if mode == "ours":
+        from mlflow_dlaas.monitor import ResourceMonitor
+        monitor = ResourceMonitor(interval_s=interval).start()
+    t0 = time.perf_counter()
+    work()
+    elapsed = time.perf_counter() - t0
+    if mode == "ours":
+        monitor.stop()
+print(json.dumps({"elapsed_s": elapsed}))
+'''
+
+MODES = ("none", "ours", "mlflow")
+
+
+def measure(mode: str, interval: float, threads: int, uri: str) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, mode, str(interval), str(threads), uri],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["elapsed_s"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--interval", type=float, default=0.1)
+    args = parser.parse_args()
+    import os
+
+    with tempfile.TemporaryDirectory() as tmp:
+        uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
+        for threads in (1, os.cpu_count() or 1):
+            times: dict[str, list[float]] = {m: [] for m in MODES}
+            measure("none", args.interval, threads, uri)  # warm caches and the store
+            for _ in range(args.rounds):
+                for mode in MODES:
+                    times[mode].append(measure(mode, args.interval, threads, uri))
+            base = statistics.median(times["none"])
+            print(f"workload threads={threads} interval={args.interval}s rounds={args.rounds}")
+            for mode in MODES:
+                med = statistics.median(times[mode])
+                spread = max(times[mode]) - min(times[mode])
+                print(f"  {mode:7s} median {med:7.3f} s  range {spread:6.3f} s  "
+                      f"slowdown {100 * (med / base - 1):+6.2f} %")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The ``mlflow-dlaas`` command: parse, call the library, map errors to exit codes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from mlflow_dlaas import __version__
+from mlflow_dlaas.errors import DlaasError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reports_errors(func: F) -> F:
+    """Turn a :class:`DlaasError` into its message on stderr and its exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DlaasError as e:
+            click.echo(f"mlflow-dlaas: error: {e}", err=True)
+            sys.exit(e.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group()
+@click.version_option(__version__, prog_name="mlflow-dlaas")
+def cli() -> None:
+    """Measure and compare deep-learning frameworks in MLflow runs."""
+
+
+@cli.command("env")
+@click.option("--json", "as_json", is_flag=True, help="Print the fingerprint as JSON.")
+@click.option("--shallow", is_flag=True,
+              help="Do not import the installed frameworks (faster; versions only).")
+@reports_errors
+def env_command(as_json: bool, shallow: bool) -> None:
+    """Print this machine's hardware and software fingerprint."""
+    from mlflow_dlaas.environment import fingerprint
+
+    data = fingerprint(deep=not shallow)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    for key, value in data.items():
+        text = str(value)
+        if "\n" in text:
+            text = text.strip().replace("\n", "\n    ")
+            click.echo(f"{key}:\n    {text}")
+        else:
+            click.echo(f"{key}: {text}")
+
+
+@cli.command("monitor", context_settings={"ignore_unknown_options": True})
+@click.option("--interval", "interval_s", type=float, default=None,
+              help="Seconds between samples (default 0.2, works down to 0.05).")
+@click.option("--experiment", default=None, help="MLflow experiment name (created if absent).")
+@click.option("--run-name", default=None, help="Name of the MLflow run.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@reports_errors
+def monitor_command(
+    interval_s: float | None, experiment: str | None, run_name: str | None, command: tuple[str, ...]
+) -> None:
+    """Run COMMAND in a new MLflow run and record its resource use.
+
+    Exits with COMMAND's exit code. Example: mlflow-dlaas monitor -- python train.py
+    """
+    from mlflow_dlaas.monitor.command import run_monitored
+    from mlflow_dlaas.monitor.resource_monitor import DEFAULT_INTERVAL_S
+
+    outcome = run_monitored(
+        command,
+        interval_s=DEFAULT_INTERVAL_S if interval_s is None else interval_s,
+        experiment=experiment,
+        run_name=run_name,
+    )
+    click.echo(
+        f"mlflow-dlaas: run {outcome.run_id}: exit code {outcome.exit_code}, "
+        f"{outcome.wall_time_s:.2f} s wall, {outcome.kernel_cpu_seconds:.2f} s CPU",
+        err=True,
+    )
+    sys.exit(outcome.exit_code)
+
+
+@cli.command("demo")
+@reports_errors
+def demo_command() -> None:
+    """Run the main job on the embedded default (what `make demo` runs)."""
+    from mlflow_dlaas.demo import run_demo
+
+    run_demo()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="mlflow-dlaas")

@@ -1,0 +1,272 @@
+"""Hardware and software fingerprint of the machine a run measures on.
+
+Collected without importing any deep-learning framework: installed versions come from
+package metadata; build details (BLAS, oneDNN, OpenMP, CUDA) are read only from frameworks
+the process has already imported, or from all of them with ``deep=True`` (``mlflow-dlaas env``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from mlflow_dlaas.tracking import ACTIVE_ENV
+
+TAG_PREFIX = "dlaas.env."
+TAG_VALUE_LIMIT = 500
+
+#: Prefixes and names of environment variables that shape performance, and only those.
+ENV_ALLOW_PREFIXES = (
+    "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "BLIS_", "VECLIB_", "NUMEXPR_",
+    "TF_", "MXNET_", "ORT_", "OV_", "TORCH_", "PYTORCH_", "CUDA_", "CUDNN_", "NCCL_",
+    "NVIDIA_", "DNNL_", "ONEDNN_", "XLA_",
+)
+#: Terraform also uses TF_ (TF_VAR_* carries its variables, often credentials): never those.
+ENV_DENY_PREFIXES = ("TF_VAR_", "TF_CLI_", "TF_TOKEN_", "TF_HTTP_", "TF_REGISTRY_")
+#: Whatever the prefix, a name that looks like a credential is never recorded.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|PWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+
+FRAMEWORK_DISTRIBUTIONS = {
+    "torch": ("torch",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+    "keras": ("keras",),
+    "mxnet": ("mxnet", "mxnet-cu112", "mxnet-mkl"),
+    "onnxruntime": ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino"),
+    "onnx": ("onnx",),
+    "openvino": ("openvino",),
+    "numpy": ("numpy",),
+    "mlflow": ("mlflow",),
+    "optuna": ("optuna",),
+}
+
+
+def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed, secret-free environment variables that affect performance."""
+    environ = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in sorted(environ.items())
+        if (name.startswith(ENV_ALLOW_PREFIXES) or name == "LD_PRELOAD")
+        and not name.startswith(ENV_DENY_PREFIXES)
+        and not SECRET_NAME.search(name)
+    }
+
+
+def installed_versions() -> dict[str, str]:
+    """Installed version of each known framework, from package metadata (no import)."""
+    versions = {}
+    for name, distributions in FRAMEWORK_DISTRIBUTIONS.items():
+        for dist in distributions:
+            try:
+                versions[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def cpu_info() -> dict[str, Any]:
+    """CPU model, core counts, frequency governor and memory."""
+    import psutil
+
+    model = platform.processor() or platform.machine()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+        model = found.group(1).strip() if found else model
+    except OSError:
+        pass
+    governor = _read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    freq = psutil.cpu_freq()
+    return {
+        "cpu_model": model,
+        "cpu_physical_cores": psutil.cpu_count(logical=False),
+        "cpu_logical_cores": psutil.cpu_count(logical=True),
+        "cpu_affinity_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else psutil.cpu_count(logical=True),
+        "cpu_governor": governor or "unreadable",
+        "cpu_max_mhz": round(freq.max, 1) if freq and freq.max else None,
+        "memory_total_bytes": psutil.virtual_memory().total,
+    }
+
+
+def os_info() -> dict[str, Any]:
+    """Operating system, kernel and Python."""
+    return {
+        "os": platform.system(),
+        "os_release": _os_release(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+    }
+
+
+def gpu_info() -> dict[str, Any]:
+    """GPU model, count and driver through NVML; ``gpu_count`` 0 where there is none."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"gpu_count": 0, "gpu_status": "nvidia-ml-py not installed (extra: nvidia)"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return {"gpu_count": 0, "gpu_status": f"no NVIDIA GPU ({e})"}
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        names = [
+            _decode(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(count)
+        ]
+        info = {
+            "gpu_count": count,
+            "gpu_models": ", ".join(names),
+            "gpu_driver": _decode(pynvml.nvmlSystemGetDriverVersion()),
+        }
+        try:
+            cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+            info["gpu_cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
+        except pynvml.NVMLError:
+            pass
+        return info
+    except pynvml.NVMLError as e:
+        return {"gpu_count": 0, "gpu_status": f"NVML error: {e}"}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def threadpools() -> dict[str, Any]:
+    """BLAS and OpenMP libraries loaded in this process, with the thread counts in force."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {}
+    info = {}
+    for pool in threadpool_info():
+        name = f"{pool.get('user_api')}_{pool.get('internal_api')}"
+        info[f"threadpool_{name}"] = (
+            f"{pool.get('version')} threads={pool.get('num_threads')} "
+            f"({Path(pool.get('filepath', '')).name})"
+        )
+    return info
+
+
+def framework_builds(*, deep: bool = False) -> dict[str, Any]:
+    """Build details of each framework: only those imported already, unless ``deep``."""
+    builds: dict[str, Any] = {}
+    for module, reader in _BUILD_READERS.items():
+        if module not in sys.modules and not deep:
+            continue
+        try:
+            imported = importlib.import_module(module)
+            builds.update(reader(imported))
+        except Exception as e:  # a broken install must not break the fingerprint
+            builds[f"{module}_build_error"] = f"{type(e).__name__}: {e}"
+    return builds
+
+
+def fingerprint(*, deep: bool = False) -> dict[str, Any]:
+    """The whole fingerprint as a flat mapping of name to value."""
+    data: dict[str, Any] = {}
+    data.update(cpu_info())
+    data.update(os_info())
+    data.update({f"{k}_version": v for k, v in installed_versions().items()})
+    data.update(gpu_info())
+    data.update(threadpools())
+    data.update(framework_builds(deep=deep))
+    data.update({f"env_{k}": v for k, v in performance_env().items()})
+    return data
+
+
+def as_tags(data: Mapping[str, Any]) -> dict[str, str]:
+    """Fingerprint entries as MLflow tags (``dlaas.env.*``), long values cut short."""
+    tags = {}
+    for key, value in data.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value)
+        tags[TAG_PREFIX + key] = text[:TAG_VALUE_LIMIT]
+    return tags
+
+
+class DlaasRunContextProvider:
+    """MLflow run context provider: tags every run that mlflow-dlaas starts."""
+
+    def in_context(self) -> bool:
+        return os.environ.get(ACTIVE_ENV) == "1"
+
+    def tags(self) -> dict[str, str]:
+        return as_tags(fingerprint())
+
+
+def _torch_build(torch: Any) -> dict[str, Any]:
+    parallel = torch.__config__.parallel_info()
+    return {
+        "torch_build": torch.__config__.show(),
+        "torch_parallel_info": parallel,
+        "torch_cuda": torch.version.cuda or "none",
+        "torch_cudnn": str(torch.backends.cudnn.version()) if torch.cuda.is_available() else "none",
+        "torch_mkldnn": torch.backends.mkldnn.is_available(),
+    }
+
+
+def _tensorflow_build(tf: Any) -> dict[str, Any]:
+    info = dict(tf.sysconfig.get_build_info())
+    return {
+        "tensorflow_cuda_build": bool(info.get("is_cuda_build")),
+        "tensorflow_cuda": info.get("cuda_version", "none"),
+        "tensorflow_cudnn": info.get("cudnn_version", "none"),
+        "tensorflow_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+    }
+
+
+def _mxnet_build(mx: Any) -> dict[str, Any]:
+    features = mx.runtime.Features()
+    return {"mxnet_features": ",".join(sorted(f.name for f in features.values() if f.enabled))}
+
+
+def _onnxruntime_build(ort: Any) -> dict[str, Any]:
+    return {
+        "onnxruntime_providers": ",".join(ort.get_available_providers()),
+        "onnxruntime_device": ort.get_device(),
+    }
+
+
+def _openvino_build(ov: Any) -> dict[str, Any]:
+    return {
+        "openvino_build": ov.get_version(),
+        "openvino_devices": ",".join(ov.Core().available_devices),
+    }
+
+
+_BUILD_READERS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "torch": _torch_build,
+    "tensorflow": _tensorflow_build,
+    "mxnet": _mxnet_build,
+    "onnxruntime": _onnxruntime_build,
+    "openvino": _openvino_build,
+}
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _os_release() -> str:
+    text = _read_text("/etc/os-release") or ""
+    found = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', text, re.M)
+    return found.group(1) if found else platform.platform()
+
+
+def _decode(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,46 @@
+"""One error hierarchy. Every message says what was wrong and how to fix it."""
+
+from __future__ import annotations
+
+#: Exit code for bad input (a usage error): nothing was launched.
+EXIT_USAGE = 2
+#: Exit code when the command to run cannot be found, as shells use.
+EXIT_COMMAND_NOT_FOUND = 127
+
+
+class DlaasError(Exception):
+    """Base class of every error mlflow-dlaas raises on purpose."""
+
+    exit_code: int = 1
+
+
+class ConfigError(DlaasError, ValueError):
+    """A setting, option or spec value is invalid; nothing was started."""
+
+    exit_code = EXIT_USAGE
+
+
+class CommandNotFoundError(DlaasError):
+    """The command to launch does not exist on PATH."""
+
+    exit_code = EXIT_COMMAND_NOT_FOUND
+
+
+class MissingDependencyError(DlaasError, ImportError):
+    """An optional package is not installed; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs the package {package!r}, which is not installed. "
+            f"Install it with: pip install 'mlflow-dlaas[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class SourceUnavailable(DlaasError):
+    """A measurement source (NVML, RAPL, ...) is absent here; reported once, never fatal."""
+
+
+class WorkloadError(DlaasError):
+    """A measured workload failed (diverged, crashed, produced wrong outputs)."""

@@ -1,0 +1,118 @@
+"""``mlflow-dlaas monitor -- CMD``: run a command in an MLflow run, monitored from outside."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mlflow
+
+from mlflow_dlaas.errors import CommandNotFoundError, ConfigError
+from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
+from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """How a monitored command ended, with the kernel's own accounting of its tree."""
+
+    run_id: str
+    exit_code: int
+    wall_time_s: float
+    kernel_cpu_seconds: float
+    kernel_max_rss_bytes: int
+
+
+def validate_command(argv: Sequence[str]) -> list[str]:
+    """Return the command if it can be launched, else raise a clear error."""
+    if not argv:
+        raise ConfigError(
+            "no command given: put the command after '--', e.g. "
+            "mlflow-dlaas monitor -- python train.py"
+        )
+    if shutil.which(argv[0]) is None:
+        raise CommandNotFoundError(
+            f"command not found: {argv[0]!r}; check the spelling or give its full path"
+        )
+    return list(argv)
+
+
+def run_monitored(
+    argv: Sequence[str],
+    *,
+    interval_s: float,
+    experiment: str | None = None,
+    run_name: str | None = None,
+) -> CommandOutcome:
+    """Start (or resume) a run, launch ``argv``, monitor its tree until it exits.
+
+    Input is validated before any run exists. The run always ends: FINISHED when the
+    command exits 0, FAILED otherwise, KILLED when we were interrupted.
+    """
+    command = validate_command(argv)
+    validate_interval(interval_s)
+    configure_tracking()
+    experiment_id = ensure_experiment(experiment) if experiment else None
+    run = mlflow.start_run(experiment_id=experiment_id, run_name=run_name)
+    run_id = run.info.run_id
+    status = "KILLED"
+    try:
+        mlflow.set_tags({"dlaas.command": " ".join(command)[:5000], "dlaas.entry": "monitor"})
+        outcome = _launch_and_watch(command, run_id, interval_s)
+        status = "FINISHED" if outcome.exit_code == 0 else "FAILED"
+        return outcome
+    finally:
+        mlflow.end_run(status)
+
+
+def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> CommandOutcome:
+    env = dict(os.environ, MLFLOW_RUN_ID=run_id)
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, env=env)
+    previous = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in
+                FORWARDED_SIGNALS}
+    monitor = ResourceMonitor(run_id=run_id, interval_s=interval_s, pid=proc.pid)
+    try:
+        monitor.start()
+        # Wait for the exit without reaping, so the last sample still sees the process.
+        _wait_exited(proc.pid)
+        wall = time.perf_counter() - started
+        monitor.stop()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        monitor.stop()
+    exit_code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    outcome = CommandOutcome(
+        run_id=run_id,
+        exit_code=exit_code,
+        wall_time_s=wall,
+        kernel_cpu_seconds=usage.ru_utime + usage.ru_stime,
+        kernel_max_rss_bytes=usage.ru_maxrss * 1024,
+    )
+    mlflow.log_metrics(
+        {
+            "exit_code": float(exit_code),
+            "wall_time_seconds": outcome.wall_time_s,
+            "kernel_cpu_seconds": outcome.kernel_cpu_seconds,
+            "kernel_max_rss_bytes": float(outcome.kernel_max_rss_bytes),
+        }
+    )
+    mlflow.set_tag("dlaas.exit_code", str(exit_code))
+    return outcome
+
+
+def _wait_exited(pid: int) -> None:
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)

@@ -1,0 +1,130 @@
+"""Resource use of one process and all its descendants."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+
+from mlflow_dlaas.errors import SourceUnavailable
+from mlflow_dlaas.monitor.base import Sampler
+
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
+
+
+class ProcessTreeSampler(Sampler):
+    """CPU, memory, threads, context switches and I/O of a process tree.
+
+    CPU time counts reaped descendants exactly once: every live process contributes its own
+    time plus that of the children it has reaped (``children_user/system``). Context switches
+    and I/O add up the last value seen of every process that was ever in the tree.
+    """
+
+    name = "process"
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._procs: dict[int, psutil.Process] = {}
+        self._last_seen: dict[tuple[int, float], tuple[int, int, int]] = {}
+        self._cpu_base = 0.0
+        self._cpu_total = 0.0
+        self._counters_base = (0, 0, 0)
+        self._prev: tuple[float, float] | None = None
+
+    def open(self) -> None:
+        try:
+            self._root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess as e:
+            raise SourceUnavailable(f"process {self.pid} does not exist") from e
+        self._procs = {self.pid: self._root}
+        self._cpu_base = self._cpu_total = self._read()[0]
+        self._counters_base = self._counter_sums()
+        self._prev = (time.perf_counter(), 0.0)
+
+    def pids(self) -> list[int]:
+        """The pids in the tree at the last reading."""
+        return list(self._procs)
+
+    def collect(self) -> dict[str, float]:
+        cpu, rss, hwm, threads, live = self._read()
+        self._cpu_total = max(self._cpu_total, cpu)  # a child exiting unreaped dips briefly
+        cpu_seconds = self._cpu_total - self._cpu_base
+        ctx, read_b, write_b = (
+            now - base for now, base in zip(self._counter_sums(), self._counters_base, strict=True)
+        )
+        values = {
+            "proc_cpu_seconds": cpu_seconds,
+            "proc_ctx_switches": float(ctx),
+            "proc_io_read_bytes": float(read_b),
+            "proc_io_write_bytes": float(write_b),
+        }
+        if live:  # after the tree has exited only the counters still mean something
+            values["proc_rss_bytes"] = float(rss)
+            values["proc_hwm_rss_bytes"] = float(hwm)
+            values["proc_threads"] = float(threads)
+            values["proc_processes"] = float(live)
+        now = time.perf_counter()
+        if self._prev is not None and now > self._prev[0]:
+            busy_s, wall_s = cpu_seconds - self._prev[1], now - self._prev[0]
+            values["proc_cpu_percent"] = 100.0 * busy_s / wall_s
+        self._prev = (now, cpu_seconds)
+        return values
+
+    def _refresh_tree(self) -> list[psutil.Process]:
+        try:
+            children = self._root.children(recursive=True)
+        except _GONE:
+            children = []
+        live = {self.pid: self._root}
+        for child in children:
+            known = self._procs.get(child.pid)
+            live[child.pid] = known if known is not None and known == child else child
+        self._procs = live
+        return list(live.values())
+
+    def _read(self) -> tuple[float, int, int, int, int]:
+        """CPU seconds, RSS, largest high-water RSS, threads, live (non-zombie) processes."""
+        cpu = 0.0
+        rss = hwm = threads = live = 0
+        for proc in self._refresh_tree():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    cpu += times.user + times.system + times.children_user + times.children_system
+                    if proc.status() == psutil.STATUS_ZOMBIE:
+                        continue
+                    live += 1
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+                    switches = proc.num_ctx_switches()
+                    io = _io(proc)
+                    key = (proc.pid, proc.create_time())
+                    self._last_seen[key] = (switches.voluntary + switches.involuntary, *io)
+                hwm = max(hwm, _high_water_rss(proc.pid))
+            except _GONE:
+                continue
+        return cpu, rss, hwm, threads, live
+
+    def _counter_sums(self) -> tuple[int, int, int]:
+        seen = self._last_seen.values()
+        return (sum(s[0] for s in seen), sum(s[1] for s in seen), sum(s[2] for s in seen))
+
+
+def _io(proc: psutil.Process) -> tuple[int, int]:
+    try:
+        io = proc.io_counters()
+    except (psutil.AccessDenied, AttributeError, NotImplementedError):
+        return (0, 0)
+    return (getattr(io, "read_chars", io.read_bytes), getattr(io, "write_chars", io.write_bytes))
+
+
+def _high_water_rss(pid: int) -> int:
+    """The kernel's peak RSS of ``pid`` (VmHWM), in bytes; 0 where unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

@@ -1,0 +1,82 @@
+"""Samples and phase windows on one clock, and what a monitor hands back."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of every source at ``t_s`` seconds after the monitor started."""
+
+    t_s: float
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class PhaseWindow:
+    """``name`` was in force from ``start_s`` to ``end_s`` (monitor clock, seconds)."""
+
+    name: str
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every sample and phase window of one monitored run, and the wall-clock anchor."""
+
+    start_wall_s: float
+    samples: tuple[Sample, ...]
+    phases: tuple[PhaseWindow, ...]
+
+    def keys(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for sample in self.samples:
+            seen.update(dict.fromkeys(sample.values))
+        return list(seen)
+
+    def to_csv(self) -> str:
+        """The raw timeline: one row per sample, ``t_s`` then wall time then every key."""
+        keys = self.keys()
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["t_s", "wall_time_s", *keys])
+        for s in self.samples:
+            writer.writerow(
+                [f"{s.t_s:.6f}", f"{self.start_wall_s + s.t_s:.6f}"]
+                + [_fmt(s.values.get(k)) for k in keys]
+            )
+        return out.getvalue()
+
+
+@dataclass(frozen=True)
+class MonitorResult:
+    """What a finished monitor measured: timeline, per-phase summary, missing sources."""
+
+    timeline: Timeline
+    summary: dict[str, float]
+    unavailable: dict[str, str] = field(default_factory=dict)
+    probe_errors: int = 0
+    monitor_cpu_seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "phases": [vars(p) for p in self.timeline.phases],
+            "summary": self.summary,
+            "unavailable": self.unavailable,
+            "probe_errors": self.probe_errors,
+            "monitor_cpu_seconds": self.monitor_cpu_seconds,
+            "samples": len(self.timeline.samples),
+        }
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else repr(value)

@@ -1,0 +1,1 @@
+"""Measured workloads: training loops, inference scenarios, and a sample workload."""

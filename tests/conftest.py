@@ -1,0 +1,54 @@
+"""Shared fixtures: every test tracks into a throw-away SQLite store."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
+
+
+@pytest.fixture(scope="session")
+def tracking_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite store for the session (creating one costs seconds); tests use own experiments."""
+    return tmp_path_factory.mktemp("tracking")
+
+
+@pytest.fixture
+def tracking(tracking_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Point MLflow at the session store, work in its directory, and yield a fresh experiment."""
+    uri = f"sqlite:///{tracking_root / 'mlflow.db'}"
+    monkeypatch.chdir(tracking_root)
+    monkeypatch.setenv(TRACKING_ENV, uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    monkeypatch.setenv(ACTIVE_ENV, "0")  # restored afterwards even if code under test sets it
+    mlflow.set_tracking_uri(uri)
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    mlflow.set_experiment(name)
+    yield name
+    while mlflow.active_run():
+        mlflow.end_run()
+
+
+@pytest.fixture
+def cli_path() -> str:
+    """The installed console script, so tests launch the real command."""
+    path = shutil.which("mlflow-dlaas", path=os.environ.get("PATH"))
+    if path is None:
+        pytest.skip("the mlflow-dlaas console script is not on PATH; run the tests with make test")
+    return path
+
+
+def runs_of(experiment: str) -> list[mlflow.entities.Run]:
+    """Every run of ``experiment`` (by name)."""
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else client.search_runs([exp.experiment_id], max_results=1000)

@@ -1,0 +1,65 @@
+"""The process-tree sampler against real child processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mlflow_dlaas.monitor.process import ProcessTreeSampler
+
+BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<{s}: pass\n"
+
+
+def test_reaped_grandchildren_cpu_time_is_counted_once() -> None:
+    # A parent that starts two CPU-burning children, reaps them, then sleeps.
+    script = (
+        "import subprocess, sys, time\n"
+        f"code = {BURN.format(s=0.6)!r}\n"
+        "ps = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(2)]\n"
+        "[p.wait() for p in ps]\n"
+        "time.sleep(0.8)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    sampler = ProcessTreeSampler(proc.pid)
+    sampler.open()
+    seen_processes = 0
+    while proc.poll() is None:
+        values = sampler.collect()
+        seen_processes = max(seen_processes, int(values.get("proc_processes", 0)))
+        time.sleep(0.05)
+    assert seen_processes == 3
+    cpu = values["proc_cpu_seconds"]
+    assert 1.2 <= cpu <= 1.2 + 0.6  # two burns plus interpreter start-ups, never double
+
+
+def test_memory_and_threads_of_a_live_tree() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "b = bytearray(150 * 2**20); import time; time.sleep(3)"]
+    )
+    try:
+        sampler = ProcessTreeSampler(proc.pid)
+        sampler.open()
+        deadline = time.time() + 3
+        rss = 0.0
+        while time.time() < deadline and rss < 150 * 2**20:
+            values = sampler.collect()
+            rss = values["proc_rss_bytes"]
+            time.sleep(0.05)
+        assert rss >= 150 * 2**20
+        assert values["proc_hwm_rss_bytes"] >= rss * 0.99
+        assert values["proc_threads"] >= 1
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_vanished_root_is_a_clear_unavailable_source() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    from mlflow_dlaas.errors import SourceUnavailable
+
+    with pytest.raises(SourceUnavailable, match="does not exist"):
+        ProcessTreeSampler(proc.pid).open()

@@ -1,0 +1,86 @@
+"""The in-process monitor: phases, MLflow history, faults that must not hurt the workload."""
+
+from __future__ import annotations
+
+import time
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.monitor import ResourceMonitor, Sampler
+from mlflow_dlaas.workloads.sample import matmul_burn
+
+
+class Exploding(Sampler):
+    name = "exploding"
+
+    def collect(self) -> dict[str, float]:
+        raise RuntimeError("probe broke")
+
+
+class Counting(Sampler):
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def collect(self) -> dict[str, float]:
+        self.n += 1
+        return {"proc_cpu_seconds": float(self.n)}
+
+
+def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
+    with mlflow.start_run() as run, ResourceMonitor(interval_s=0.05) as monitor:
+        with monitor.phase("warmup"):
+            time.sleep(0.2)
+        with monitor.phase("train"):
+            matmul_burn(0.6, size=256)
+    client = mlflow.MlflowClient()
+    metrics = client.get_run(run.info.run_id).data.metrics
+    assert metrics["train/duration_seconds"] == pytest.approx(0.6, abs=0.15)
+    assert metrics["train/proc_cpu_seconds"] > 0.3
+    assert metrics["warmup/proc_cpu_seconds"] < 0.1
+    assert metrics["run/peak_proc_rss_bytes"] > 10 * 2**20
+    history = client.get_metric_history(run.info.run_id, "monitor/proc_rss_bytes")
+    assert len(history) >= 10  # 0.05 s sampling over ~0.8 s, plus phase boundaries
+    steps = [m.step for m in history]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "monitor")}
+    assert artifacts == {"monitor/timeline.csv", "monitor/summary.json"}
+
+
+def test_a_failing_probe_is_counted_and_the_rest_keeps_sampling() -> None:
+    counting = Counting()
+    monitor = ResourceMonitor(interval_s=0.02, samplers=[Exploding(), counting],
+                              log_to_mlflow=False)
+    with monitor:
+        time.sleep(0.2)
+    result = monitor.result
+    assert result.probe_errors >= 5
+    assert counting.n >= 5
+    assert result.summary["run/proc_cpu_seconds"] == counting.n - 1
+
+
+def test_absent_sources_are_reported_once_as_unavailable() -> None:
+    with ResourceMonitor(interval_s=0.05, log_to_mlflow=False) as monitor:
+        time.sleep(0.1)
+    unavailable = monitor.result.unavailable
+    assert "process" not in unavailable and "system" not in unavailable
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        assert "no NVIDIA GPU" in unavailable["nvml"] or "not installed" in unavailable["nvml"]
+
+
+@pytest.mark.parametrize("interval", [0, -1.0, 0.001])
+def test_bad_interval_is_refused(interval: float) -> None:
+    with pytest.raises(ConfigError, match="interval"):
+        ResourceMonitor(interval_s=interval, log_to_mlflow=False)
+
+
+def test_monitor_outside_a_run_says_how_to_fix(tracking: str) -> None:
+    with pytest.raises(ConfigError, match="mlflow.start_run"):
+        ResourceMonitor(interval_s=0.1).start()

@@ -1,0 +1,102 @@
+"""`mlflow-dlaas monitor -- CMD` as a user runs it: real subprocesses, metrics read back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mlflow
+import pytest
+
+from tests.conftest import runs_of
+
+CHILD = (
+    "import subprocess, sys, time\n"
+    "block = bytearray(120 * 2**20)\n"
+    "kid = subprocess.Popen([sys.executable, '-c', "
+    "'import time\\nt=time.process_time()\\nwhile time.process_time()-t<0.5: pass'])\n"
+    "kid.wait()\n"
+    "t = time.process_time()\n"
+    "while time.process_time() - t < 0.5: pass\n"
+    "sys.exit(int(sys.argv[1]))\n"
+)
+
+
+def _monitor(cli: str, experiment: str, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [cli, "monitor", "--interval", "0.05", "--experiment", experiment, *args],
+        capture_output=True, text=True, timeout=120, **kw,
+    )
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_command_is_measured_and_its_exit_code_passed_on(
+    cli_path: str, tracking: str, code: int
+) -> None:
+    out = _monitor(cli_path, tracking, "--run-name", "child", "--",
+                   sys.executable, "-c", CHILD, str(code))
+    assert out.returncode == code, out.stderr
+    (run,) = runs_of(tracking)
+    assert run.info.status == ("FINISHED" if code == 0 else "FAILED")
+    assert run.info.run_name == "child"
+    m = run.data.metrics
+    assert m["exit_code"] == code
+    assert m["run/peak_proc_rss_bytes"] >= 120 * 2**20
+    assert m["run/peak_proc_processes"] == 2
+    # our sampled CPU seconds agree with the kernel's accounting of the reaped tree
+    assert m["run/proc_cpu_seconds"] == pytest.approx(m["kernel_cpu_seconds"], rel=0.05)
+    assert m["wall_time_seconds"] >= 1.0
+    assert run.data.tags["dlaas.exit_code"] == str(code)
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "monitor/proc_cpu_percent")
+    assert len(history) >= 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        ([], "no command given", 2),
+        (["--", "definitely-not-a-command-xyz"], "command not found", 127),
+        (["--interval", "0", "--", "true"], "interval must be > 0", 2),
+        (["--interval", "-1", "--", "true"], "interval must be > 0", 2),
+    ],
+)
+def test_bad_input_is_refused_before_any_run(
+    cli_path: str, tracking: str, args: list[str], message: str, code: int
+) -> None:
+    out = subprocess.run([cli_path, "monitor", "--experiment", tracking, *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == code
+    assert message in out.stderr
+    assert runs_of(tracking) == []
+
+
+def test_interrupting_the_monitor_stops_the_command_and_ends_the_run(
+    cli_path: str, tracking: str
+) -> None:
+    proc = subprocess.Popen(
+        [cli_path, "monitor", "--interval", "0.05", "--experiment", tracking, "--",
+         sys.executable, "-c", "import time; time.sleep(60)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and not runs_of(tracking):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED"
+    assert run.data.metrics["exit_code"] == 128 + signal.SIGTERM
+
+
+def test_the_command_logs_into_the_same_run(cli_path: str, tracking: str) -> None:
+    code = "import mlflow; mlflow.log_metric('inner_metric', 7)"
+    env = dict(os.environ)
+    out = _monitor(cli_path, tracking, "--", sys.executable, "-c", code, env=env)
+    assert out.returncode == 0, out.stderr
+    (run,) = runs_of(tracking)
+    assert run.data.metrics["inner_metric"] == 7

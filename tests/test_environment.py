@@ -1,0 +1,93 @@
+"""The environment fingerprint: content, allow-list, run context provider, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.environment import (
+    TAG_PREFIX,
+    DlaasRunContextProvider,
+    as_tags,
+    fingerprint,
+    performance_env,
+)
+from mlflow_dlaas.tracking import ACTIVE_ENV
+
+SECRETS = {
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-value-123",
+    "MLFLOW_TRACKING_PASSWORD": "mlflow-password-456",
+    "TF_API_TOKEN": "tf-token-789",
+    "TF_VAR_db_password": "terraform-var-000",
+    "OMP_AUTH_KEY": "omp-key-111",
+    "GITHUB_TOKEN": "gh-token-222",
+}
+
+
+def test_allow_list_keeps_thread_settings_and_drops_secrets() -> None:
+    environ = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0",
+               "HOME": "/root", **SECRETS}
+    kept = performance_env(environ)
+    assert kept == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_fingerprint_describes_this_machine() -> None:
+    data = fingerprint()
+    assert data["cpu_logical_cores"] >= 1
+    assert data["memory_total_bytes"] > 0
+    assert data["python"].count(".") == 2
+    assert data["mlflow_version"] == "3.17.2"
+    assert "gpu_count" in data
+
+
+def test_gpu_absence_is_reported_not_raised() -> None:
+    data = fingerprint()
+    if data["gpu_count"]:
+        pytest.skip("this machine has an NVIDIA GPU; the absent path is covered by the fake NVML")
+    assert data["gpu_status"]
+
+
+def test_tags_are_short_strings() -> None:
+    tags = as_tags({"a": 1, "b": "x" * 10_000, "c": None})
+    assert tags == {TAG_PREFIX + "a": "1", TAG_PREFIX + "b": "x" * 500}
+
+
+def test_provider_is_active_only_for_runs_we_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ACTIVE_ENV, raising=False)
+    assert not DlaasRunContextProvider().in_context()
+    monkeypatch.setenv(ACTIVE_ENV, "1")
+    assert DlaasRunContextProvider().in_context()
+
+
+def test_runs_carry_the_fingerprint_and_no_secret(
+    tracking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv(ACTIVE_ENV, "1")
+    with mlflow.start_run() as run:
+        pass
+    tags = mlflow.MlflowClient().get_run(run.info.run_id).data.tags
+    assert tags[TAG_PREFIX + "env_OMP_NUM_THREADS"] == "1"
+    assert TAG_PREFIX + "cpu_model" in tags
+    everything = json.dumps(tags)
+    for value in SECRETS.values():
+        assert value not in everything
+
+
+def test_runs_not_started_by_us_are_left_alone(tracking: str) -> None:
+    with mlflow.start_run() as run:
+        pass
+    tags = mlflow.MlflowClient().get_run(run.info.run_id).data.tags
+    assert not any(k.startswith(TAG_PREFIX) for k in tags)
+
+
+def test_env_command_prints_json(cli_path: str) -> None:
+    out = subprocess.run([cli_path, "env", "--json", "--shallow"], capture_output=True,
+                         text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["cpu_logical_cores"] >= 1

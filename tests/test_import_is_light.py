@@ -1,0 +1,26 @@
+"""`import mlflow_dlaas` must not import a deep-learning framework or NVML."""
+
+import subprocess
+import sys
+
+FRAMEWORKS = ["torch", "tensorflow", "keras", "mxnet", "onnxruntime", "openvino", "jax"]
+
+
+def _imported_after(code: str) -> list[str]:
+    watched = FRAMEWORKS + ["pynvml"]
+    probe = f"import sys\n{code}\nprint(sorted(m for m in {watched!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_core_imports_no_framework_and_no_nvml() -> None:
+    code = (
+        "import mlflow_dlaas, mlflow_dlaas.cli, mlflow_dlaas.environment, mlflow_dlaas.monitor\n"
+        "import mlflow_dlaas.monitor.command, mlflow_dlaas.tracking"
+    )
+    assert _imported_after(code) == []
+
+
+def test_the_run_fingerprint_imports_no_framework() -> None:
+    code = "from mlflow_dlaas.environment import fingerprint\nfingerprint()"
+    assert [m for m in _imported_after(code) if m != "pynvml"] == []
