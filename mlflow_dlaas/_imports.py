@@ -8,9 +8,9 @@ from types import ModuleType
 from mlflow_dlaas.errors import MissingDependencyError
 
 
-def import_optional(module: str, *, extra: str, purpose: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingDependencyError` naming ``extra``."""
+def import_optional(module: str, *, extra: str, purpose: str, hint: str = "") -> ModuleType:
+    """Import ``module`` or raise :class:`MissingDependencyError` naming ``extra`` (or ``hint``)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise MissingDependencyError(module, extra, purpose) from e
+        raise MissingDependencyError(module, extra, purpose, hint) from e

@@ -29,10 +29,10 @@ class CommandNotFoundError(DlaasError):
 class MissingDependencyError(DlaasError, ImportError):
     """An optional package is not installed; the message names the extra to install."""
 
-    def __init__(self, package: str, extra: str, purpose: str) -> None:
+    def __init__(self, package: str, extra: str, purpose: str, hint: str = "") -> None:
         super().__init__(
             f"{purpose} needs the package {package!r}, which is not installed. "
-            f"Install it with: pip install 'mlflow-dlaas[{extra}]'"
+            + (hint or f"Install it with: pip install 'mlflow-dlaas[{extra}]'")
         )
         self.package = package
         self.extra = extra

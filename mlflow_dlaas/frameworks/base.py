@@ -1,0 +1,111 @@
+"""The adapter ABC every framework implements, and the values it returns."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlflow_dlaas.models.spec import ArchitectureSpec
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Totals over a run of training steps."""
+
+    loss_sum: float  # sum over samples of the per-sample loss
+    correct: int
+    samples: int
+    steps: int
+
+    @property
+    def mean_loss(self) -> float:
+        return self.loss_sum / max(self.samples, 1)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / max(self.samples, 1)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build and train a model: optimizer semantics and framework speed settings."""
+
+    optimizer: str
+    learning_rate: float
+    momentum: float
+    weight_decay: float
+    seed: int
+    device: str
+    jit_compile: bool = False  # TensorFlow XLA
+    channels_last: bool = False  # PyTorch memory format
+    hybridize: bool = True  # MXNet static graph
+
+
+class Trainer(abc.ABC):
+    """One model and its optimizer in one framework."""
+
+    @abc.abstractmethod
+    def parameter_count(self) -> int:
+        """Trainable parameters."""
+
+    @abc.abstractmethod
+    def train_steps(self, x: np.ndarray, y: np.ndarray, batch_size: int,
+                    max_steps: int | None = None) -> StepStats:
+        """Train on consecutive batches of (x, y) (already shuffled), at most ``max_steps``.
+
+        Returns once the device has finished the work, so a clock read after it is true.
+        """
+
+    @abc.abstractmethod
+    def predict(self, x: np.ndarray, batch_size: int) -> np.ndarray:
+        """Logits (N, num_classes) as a numpy array, in inference mode."""
+
+    @abc.abstractmethod
+    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
+        """Log the trained model to the active MLflow run; returns how it was logged."""
+
+    @abc.abstractmethod
+    def export_onnx(self, path: Path, example: np.ndarray) -> None:
+        """Write the model as ONNX to ``path``; raise NotImplementedError with the reason."""
+
+
+class FrameworkAdapter(abc.ABC):
+    """A deep-learning framework: how to configure it, and how to build trainers in it."""
+
+    name: ClassVar[str]
+    module: ClassVar[str]  # the import name
+    extra: ClassVar[str]  # the pip extra (or environment) that installs it
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        """Variables the framework reads at import (set before :meth:`load`)."""
+        return {}
+
+    @abc.abstractmethod
+    def load(self) -> None:
+        """Import the framework; raise MissingDependencyError naming the extra."""
+
+    @abc.abstractmethod
+    def version(self) -> str:
+        """The framework's version."""
+
+    @abc.abstractmethod
+    def configure_threads(self, settings: ParallelismSettings) -> None:
+        """Apply the thread settings through the framework's own calls."""
+
+    @abc.abstractmethod
+    def threads_in_force(self) -> dict[str, Any]:
+        """Thread settings as the framework reports them now (read back, not echoed)."""
+
+    @abc.abstractmethod
+    def device_available(self, device: str) -> bool:
+        """Whether ``device`` ('cpu', 'cuda') can run this framework here."""
+
+    @abc.abstractmethod
+    def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+              num_classes: int, options: BuildOptions) -> Trainer:
+        """A fresh model from ``spec`` (Glorot-uniform weights, zero biases) and its optimizer."""

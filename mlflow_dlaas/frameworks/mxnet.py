@@ -1,0 +1,173 @@
+"""Apache MXNet 1.9 (Gluon, hybridized). Lives in its own environment: numpy 1.23."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
+from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
+from mlflow_dlaas.parallelism import ParallelismSettings, process_settings_in_force
+
+INSTALL_HINT = (
+    "MXNet needs its own environment (mxnet==1.9.1 with numpy==1.23.5): run it through "
+    "`mlflow run projects/mxnet -e train --env-manager virtualenv`"
+)
+
+
+class MXNetAdapter(FrameworkAdapter):
+    """MXNet's engine reads its thread settings from the environment at import:
+    ``inter_op_threads`` -> MXNET_CPU_WORKER_NTHREADS, ``intra_op_threads`` -> OMP_NUM_THREADS."""
+
+    name = "mxnet"
+    module = "mxnet"
+    extra = "mxnet"
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        env = {}
+        if settings.inter_op_threads is not None:
+            env["MXNET_CPU_WORKER_NTHREADS"] = str(settings.inter_op_threads)
+        if settings.intra_op_threads is not None and settings.omp_threads is None:
+            env["OMP_NUM_THREADS"] = str(settings.intra_op_threads)
+        return env
+
+    def load(self) -> None:
+        self.mx = import_optional("mxnet", extra=self.extra, purpose="The mxnet framework",
+                                  hint=INSTALL_HINT)
+
+    def version(self) -> str:
+        return str(self.mx.__version__)
+
+    def configure_threads(self, settings: ParallelismSettings) -> None:
+        """Nothing to call: :meth:`environment` set everything before import."""
+
+    def threads_in_force(self) -> dict[str, Any]:
+        pools = process_settings_in_force()
+        omp = [v for k, v in pools.items() if k.startswith("openmp_")]
+        return {
+            "intra_op_threads": max(omp) if omp else os.environ.get("OMP_NUM_THREADS", "default"),
+            "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
+        }
+
+    def device_available(self, device: str) -> bool:
+        return device == "cpu" or self.mx.context.num_gpus() > 0
+
+    def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+              num_classes: int, options: BuildOptions) -> Trainer:
+        return MXNetTrainer(self.mx, spec, input_shape, num_classes, options)
+
+
+def build_gluon(mx: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+                num_classes: int) -> Any:
+    """The spec as a Gluon HybridSequential with Glorot-uniform weights and zero biases."""
+    nn = mx.gluon.nn
+    net = nn.HybridSequential()
+    channels = input_shape[0]
+    previous: tuple[int, ...] = input_shape
+    with net.name_scope():
+        for layer, shape in zip(spec.resolved(num_classes), spec.shapes(input_shape, num_classes),
+                                strict=True):
+            act = None if getattr(layer, "activation", "none") == "none" else layer.activation
+            if isinstance(layer, Conv2D):
+                net.add(nn.Conv2D(layer.filters, layer.kernel, layer.stride, layer.padding,
+                                  activation=act, in_channels=channels))
+                channels = layer.filters
+            elif isinstance(layer, Pool2D):
+                pool = nn.MaxPool2D if layer.kind == "max" else nn.AvgPool2D
+                net.add(pool(layer.size, layer.stride))
+            elif isinstance(layer, Flatten):
+                net.add(nn.Flatten())
+            elif isinstance(layer, Dense):
+                net.add(nn.Dense(layer.units, activation=act, in_units=previous[0]))
+            elif isinstance(layer, Dropout):
+                net.add(nn.Dropout(layer.rate))
+            previous = shape
+    return net
+
+
+class MXNetTrainer(Trainer):
+    def __init__(self, mx: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+                 num_classes: int, options: BuildOptions) -> None:
+        self.mx = mx
+        mx.random.seed(options.seed)
+        np.random.seed(options.seed)
+        self.ctx = mx.gpu(0) if options.device == "cuda" else mx.cpu()
+        self.net = build_gluon(mx, spec, input_shape, num_classes)
+        self.net.initialize(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3),
+                            ctx=self.ctx)
+        if options.hybridize:
+            self.net.hybridize(static_alloc=True, static_shape=True)
+        settings = {"learning_rate": options.learning_rate, "wd": options.weight_decay}
+        if options.optimizer == "sgd":
+            settings["momentum"] = options.momentum
+        else:
+            settings["epsilon"] = 1e-8
+        self.trainer = mx.gluon.Trainer(self.net.collect_params(), options.optimizer, settings)
+        self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+        self.input_shape = input_shape
+
+    def parameter_count(self) -> int:
+        return int(sum(np.prod(p.shape) for p in self.net.collect_params().values()
+                       if p.grad_req != "null"))
+
+    def train_steps(self, x: np.ndarray, y: np.ndarray, batch_size: int,
+                    max_steps: int | None = None) -> StepStats:
+        mx = self.mx
+        xs = mx.nd.array(x, ctx=self.ctx)
+        ys = mx.nd.array(y, ctx=self.ctx, dtype="float32")
+        loss_sum = mx.nd.zeros((1,), ctx=self.ctx)
+        correct = mx.nd.zeros((1,), ctx=self.ctx)
+        steps = samples = 0
+        for start in range(0, len(x), batch_size):
+            if max_steps is not None and steps >= max_steps:
+                break
+            xb, yb = xs[start : start + batch_size], ys[start : start + batch_size]
+            with mx.autograd.record():
+                logits = self.net(xb)
+                loss = self.loss_fn(logits, yb)
+            loss.backward()
+            self.trainer.step(xb.shape[0])
+            loss_sum += loss.sum()
+            correct += (logits.argmax(axis=1) == yb).sum()
+            steps += 1
+            samples += xb.shape[0]
+        # asscalar() waits for MXNet's asynchronous engine to finish the work
+        return StepStats(float(loss_sum.asscalar()), int(correct.asscalar()), samples, steps)
+
+    def predict(self, x: np.ndarray, batch_size: int) -> np.ndarray:
+        mx = self.mx
+        out = [self.net(mx.nd.array(x[i : i + batch_size], ctx=self.ctx)).asnumpy()
+               for i in range(0, len(x), batch_size)]
+        return np.concatenate(out)
+
+    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
+        """MLflow has no MXNet flavor any more: the exported symbol and params, as artifacts."""
+        import tempfile
+
+        import mlflow
+
+        self.predict(example[:1], 1)  # an exported hybrid graph needs one forward pass
+        with tempfile.TemporaryDirectory() as tmp:
+            self.net.export(str(Path(tmp) / "model"))
+            mlflow.log_artifacts(tmp, artifact_path)
+        return "artifact (mxnet symbol + params)"
+
+    def export_onnx(self, path: Path, example: np.ndarray) -> None:
+        import tempfile
+
+        try:
+            import onnx  # noqa: F401 - mxnet.onnx needs it
+        except ImportError as e:
+            raise NotImplementedError("the onnx package is not in the MXNet environment") from e
+        self.predict(example[:1], 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            prefix = str(Path(tmp) / "model")
+            self.net.export(prefix)
+            self.mx.onnx.export_model(f"{prefix}-symbol.json", f"{prefix}-0000.params",
+                                      [(1, *self.input_shape)], np.float32, str(path),
+                                      dynamic=True, dynamic_input_shapes=[(None,
+                                                                          *self.input_shape)])

@@ -1,0 +1,158 @@
+"""PyTorch: eager training, optional channels_last memory format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
+from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+class PyTorchAdapter(FrameworkAdapter):
+    name = "pytorch"
+    module = "torch"
+    extra = "torch"
+
+    def load(self) -> None:
+        self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch framework")
+
+    def version(self) -> str:
+        return str(self.torch.__version__)
+
+    def configure_threads(self, settings: ParallelismSettings) -> None:
+        if settings.intra_op_threads is not None:
+            self.torch.set_num_threads(settings.intra_op_threads)
+        if settings.inter_op_threads is not None:
+            self.torch.set_num_interop_threads(settings.inter_op_threads)
+
+    def threads_in_force(self) -> dict[str, Any]:
+        return {"intra_op_threads": self.torch.get_num_threads(),
+                "inter_op_threads": self.torch.get_num_interop_threads()}
+
+    def device_available(self, device: str) -> bool:
+        return device == "cpu" or (device == "cuda" and self.torch.cuda.is_available())
+
+    def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+              num_classes: int, options: BuildOptions) -> Trainer:
+        return PyTorchTrainer(self.torch, spec, input_shape, num_classes, options)
+
+
+def build_module(torch: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+                 num_classes: int) -> Any:
+    """The spec as a ``torch.nn.Sequential`` with Glorot-uniform weights and zero biases."""
+    nn = torch.nn
+    layers: list[Any] = []
+    channels = input_shape[0]
+    shapes = spec.shapes(input_shape, num_classes)
+    previous: tuple[int, ...] = input_shape
+    for layer, shape in zip(spec.resolved(num_classes), shapes, strict=True):
+        if isinstance(layer, Conv2D):
+            layers.append(nn.Conv2d(channels, layer.filters, layer.kernel, layer.stride,
+                                    layer.padding))
+            channels = layer.filters
+            layers.extend(_activation(nn, layer.activation))
+        elif isinstance(layer, Pool2D):
+            pool = nn.MaxPool2d if layer.kind == "max" else nn.AvgPool2d
+            layers.append(pool(layer.size, layer.stride))
+        elif isinstance(layer, Flatten):
+            layers.append(nn.Flatten())
+        elif isinstance(layer, Dense):
+            layers.append(nn.Linear(previous[0], layer.units))
+            layers.extend(_activation(nn, layer.activation))
+        elif isinstance(layer, Dropout):
+            layers.append(nn.Dropout(layer.rate))
+        previous = shape
+    module = nn.Sequential(*layers)
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d | nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            nn.init.zeros_(m.bias)
+    return module
+
+
+def _activation(nn: Any, name: str) -> list[Any]:
+    return {"relu": [nn.ReLU()], "tanh": [nn.Tanh()], "none": []}[name]
+
+
+class PyTorchTrainer(Trainer):
+    def __init__(self, torch: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+                 num_classes: int, options: BuildOptions) -> None:
+        self.torch = torch
+        torch.manual_seed(options.seed)
+        self.device = torch.device(options.device)
+        fmt = torch.channels_last if options.channels_last else torch.contiguous_format
+        self.memory_format = fmt
+        self.model = build_module(torch, spec, input_shape, num_classes).to(self.device)
+        if options.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        params = self.model.parameters()
+        if options.optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(params, lr=options.learning_rate,
+                                             momentum=options.momentum,
+                                             weight_decay=options.weight_decay)
+        else:
+            self.optimizer = torch.optim.Adam(params, lr=options.learning_rate, eps=1e-8,
+                                              weight_decay=options.weight_decay)
+        self.loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def _tensor(self, x: np.ndarray) -> Any:
+        t = self.torch.from_numpy(x).to(self.device)
+        return t.contiguous(memory_format=self.memory_format) if t.dim() == 4 else t
+
+    def train_steps(self, x: np.ndarray, y: np.ndarray, batch_size: int,
+                    max_steps: int | None = None) -> StepStats:
+        torch = self.torch
+        self.model.train()
+        xs, ys = self._tensor(x), torch.from_numpy(y).to(self.device)
+        loss_sum = torch.zeros((), device=self.device)
+        correct = torch.zeros((), dtype=torch.long, device=self.device)
+        steps = samples = 0
+        for start in range(0, len(x), batch_size):
+            if max_steps is not None and steps >= max_steps:
+                break
+            xb, yb = xs[start : start + batch_size], ys[start : start + batch_size]
+            self.optimizer.zero_grad(set_to_none=True)
+            logits = self.model(xb)
+            loss = self.loss_fn(logits, yb)
+            (loss / len(yb)).backward()
+            self.optimizer.step()
+            loss_sum += loss.detach()
+            correct += (logits.detach().argmax(1) == yb).sum()
+            steps += 1
+            samples += len(yb)
+        # .item() waits for the device, so the caller's clock reads finished work
+        return StepStats(float(loss_sum.item()), int(correct.item()), samples, steps)
+
+    def predict(self, x: np.ndarray, batch_size: int) -> np.ndarray:
+        torch = self.torch
+        self.model.eval()
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(x), batch_size):
+                out.append(self.model(self._tensor(x[start : start + batch_size])).cpu())
+        return torch.cat(out).numpy()
+
+    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
+        import mlflow.pytorch
+
+        mlflow.pytorch.log_model(self.model.cpu(), name=artifact_path,
+                                 input_example=example[:1])
+        self.model.to(self.device)
+        return "mlflow.pytorch"
+
+    def export_onnx(self, path: Path, example: np.ndarray) -> None:
+        torch = self.torch
+        model = self.model.cpu().eval()
+        sample = torch.from_numpy(example[:1])
+        torch.onnx.export(model, (sample,), str(path), input_names=["input"],
+                          output_names=["logits"], dynamic_axes={"input": {0: "batch"}},
+                          dynamo=False)
+        self.model.to(self.device)

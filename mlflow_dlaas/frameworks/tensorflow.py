@@ -1,0 +1,163 @@
+"""TensorFlow (Keras 3 layers, a compiled train step), optional XLA ``jit_compile``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
+from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+class TensorFlowAdapter(FrameworkAdapter):
+    name = "tensorflow"
+    module = "tensorflow"
+    extra = "tensorflow"
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+
+    def load(self) -> None:
+        self.tf = import_optional("tensorflow", extra=self.extra,
+                                  purpose="The tensorflow framework")
+
+    def version(self) -> str:
+        return str(self.tf.__version__)
+
+    def configure_threads(self, settings: ParallelismSettings) -> None:
+        threading = self.tf.config.threading
+        if settings.intra_op_threads is not None:
+            threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
+        if settings.inter_op_threads is not None:
+            threading.set_inter_op_parallelism_threads(settings.inter_op_threads)
+
+    def threads_in_force(self) -> dict[str, Any]:
+        threading = self.tf.config.threading
+        # TensorFlow reports 0 for "its default: one per core".
+        return {"intra_op_threads": threading.get_intra_op_parallelism_threads(),
+                "inter_op_threads": threading.get_inter_op_parallelism_threads()}
+
+    def device_available(self, device: str) -> bool:
+        return device == "cpu" or bool(self.tf.config.list_physical_devices("GPU"))
+
+    def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+              num_classes: int, options: BuildOptions) -> Trainer:
+        return TensorFlowTrainer(self.tf, spec, input_shape, num_classes, options)
+
+
+def build_keras(tf: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+                num_classes: int) -> Any:
+    """The spec as a Keras Sequential, channels-last (TensorFlow's CPU convolution layout)."""
+    keras = tf.keras
+    c, h, w = input_shape
+    layers: list[Any] = [keras.Input((h, w, c))]
+    init = {"kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
+    for layer in spec.resolved(num_classes):
+        act = None if layer_activation(layer) == "none" else layer_activation(layer)
+        if isinstance(layer, Conv2D):
+            if layer.padding:
+                layers.append(keras.layers.ZeroPadding2D(layer.padding))
+            layers.append(keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride,
+                                              activation=act, **init))
+        elif isinstance(layer, Pool2D):
+            pool = (keras.layers.MaxPooling2D if layer.kind == "max"
+                    else keras.layers.AveragePooling2D)
+            layers.append(pool(layer.size, layer.stride))
+        elif isinstance(layer, Flatten):
+            layers.append(keras.layers.Flatten())
+        elif isinstance(layer, Dense):
+            layers.append(keras.layers.Dense(layer.units, activation=act, **init))
+        elif isinstance(layer, Dropout):
+            layers.append(keras.layers.Dropout(layer.rate))
+    return keras.Sequential(layers, name=spec.name)
+
+
+def layer_activation(layer: object) -> str:
+    return getattr(layer, "activation", "none")
+
+
+class TensorFlowTrainer(Trainer):
+    def __init__(self, tf: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
+                 num_classes: int, options: BuildOptions) -> None:
+        self.tf = tf
+        tf.keras.utils.set_random_seed(options.seed)
+        self.device_name = "/GPU:0" if options.device == "cuda" else "/CPU:0"
+        with tf.device(self.device_name):
+            self.model = build_keras(tf, spec, input_shape, num_classes)
+        if options.optimizer == "sgd":
+            self.optimizer = tf.keras.optimizers.SGD(options.learning_rate,
+                                                     momentum=options.momentum)
+        else:
+            self.optimizer = tf.keras.optimizers.Adam(options.learning_rate, epsilon=1e-8)
+        weight_decay = options.weight_decay
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="sum")
+        model, optimizer = self.model, self.optimizer
+
+        def step(x: Any, y: Any) -> tuple[Any, Any]:
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss = loss_fn(y, logits)
+                objective = loss / tf.cast(tf.shape(y)[0], loss.dtype)
+                if weight_decay:  # coupled L2, as PyTorch's and MXNet's weight_decay
+                    objective += 0.5 * weight_decay * tf.add_n(
+                        [tf.reduce_sum(tf.square(v)) for v in model.trainable_variables])
+            grads = tape.gradient(objective, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            correct = tf.reduce_sum(tf.cast(tf.argmax(logits, 1) == y, tf.int64))
+            return loss, correct
+
+        self._step = tf.function(step, jit_compile=options.jit_compile)
+        self._infer = tf.function(lambda x: model(x, training=False),
+                                  jit_compile=options.jit_compile)
+
+    def parameter_count(self) -> int:
+        return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
+
+    def _nhwc(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    def train_steps(self, x: np.ndarray, y: np.ndarray, batch_size: int,
+                    max_steps: int | None = None) -> StepStats:
+        tf = self.tf
+        with tf.device(self.device_name):
+            xs, ys = tf.constant(self._nhwc(x)), tf.constant(y)
+            loss_sum = tf.constant(0.0)
+            correct = tf.constant(0, tf.int64)
+            steps = samples = 0
+            for start in range(0, len(x), batch_size):
+                if max_steps is not None and steps >= max_steps:
+                    break
+                loss, right = self._step(xs[start : start + batch_size],
+                                         ys[start : start + batch_size])
+                loss_sum += loss
+                correct += right
+                steps += 1
+                samples += min(batch_size, len(x) - start)
+            return StepStats(float(loss_sum.numpy()), int(correct.numpy()), samples, steps)
+
+    def predict(self, x: np.ndarray, batch_size: int) -> np.ndarray:
+        tf = self.tf
+        xs = self._nhwc(x)
+        with tf.device(self.device_name):
+            out = [self._infer(tf.constant(xs[i : i + batch_size])).numpy()
+                   for i in range(0, len(xs), batch_size)]
+        return np.concatenate(out)
+
+    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
+        import mlflow.tensorflow
+
+        mlflow.tensorflow.log_model(self.model, name=artifact_path,
+                                    input_example=self._nhwc(example[:1]))
+        return "mlflow.tensorflow"
+
+    def export_onnx(self, path: Path, example: np.ndarray) -> None:
+        try:
+            self.model.export(str(path), format="onnx")
+        except Exception as e:  # Keras needs tf2onnx, which has no release for this TF
+            raise NotImplementedError(f"Keras ONNX export failed: {type(e).__name__}: {e}") from e
