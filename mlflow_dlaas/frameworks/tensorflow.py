@@ -25,6 +25,7 @@ class TensorFlowAdapter(FrameworkAdapter):
     def load(self) -> None:
         self.tf = import_optional("tensorflow", extra=self.extra,
                                   purpose="The tensorflow framework")
+        self.tf.keras.utils.disable_interactive_logging()  # no progress bars in run logs
 
     def version(self) -> str:
         return str(self.tf.__version__)

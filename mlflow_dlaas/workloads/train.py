@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -22,7 +24,7 @@ import numpy as np
 
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
-from mlflow_dlaas.environment import as_tags, framework_builds
+from mlflow_dlaas.environment import as_tags, fingerprint
 from mlflow_dlaas.errors import ConfigError, DlaasError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.models import get_model
@@ -97,7 +99,7 @@ def _prepare(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
                    {f"in_force_{k}": v for k, v in in_force.items()})
     warnings_ = config.parallelism.oversubscription_warnings()
     tags = {"dlaas.framework": adapter.name, "dlaas.framework_version": adapter.version(),
-            "dlaas.entry": "train", **as_tags(framework_builds())}
+            "dlaas.entry": "train", **as_tags(fingerprint())}
     if warnings_:
         tags["dlaas.warning"] = "; ".join(warnings_)
     mlflow.set_tags(tags)
@@ -194,12 +196,26 @@ def _save(trainer: Trainer, config: TrainConfig, dataset: Dataset) -> None:
     mlflow.set_tags(tags)
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse params, train, exit 0, or print the error and exit non-zero."""
+    """Entry point: parse params, train, exit 0, or print the error and exit non-zero.
+
+    Under ``mlflow run`` the run exists before we start, so even a bad parameter ends it
+    FAILED with the reason; run directly, bad parameters are refused before any run exists.
+    """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        config = TrainConfig.from_params(parse_cli_params(sys.argv[1:] if argv is None else argv))
-        result = run_training(config)
+        params = parse_cli_params(sys.argv[1:] if argv is None else argv)
+        if os.environ.get("MLFLOW_RUN_ID"):
+            configure_tracking(announce=False)
+            with failing_run_guard():
+                result = run_training(TrainConfig.from_params(params))
+        else:
+            result = run_training(TrainConfig.from_params(params))
     except DlaasError as e:
         print(f"mlflow-dlaas train: error: {e}", file=sys.stderr)
         return e.exit_code

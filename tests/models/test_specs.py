@@ -1,0 +1,34 @@
+"""Architecture specs: shapes, parameter counts, clear errors."""
+
+import pytest
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models import MODELS, get_model
+
+
+def test_lenet5_is_caffes_lenet() -> None:
+    spec = get_model("lenet5")
+    # Caffe's LeNet on MNIST: 20*26 + 50*501 + 500*801 + 10*501
+    assert spec.parameter_count((1, 28, 28), 10) == 431_080
+    assert spec.shapes((1, 28, 28), 10)[:5] == [(20, 24, 24), (20, 12, 12), (50, 8, 8),
+                                                (50, 4, 4), (800,)]
+
+
+def test_classifier_follows_the_number_of_classes() -> None:
+    assert get_model("mlp").shapes((1, 8, 8), 7)[-1] == (7,)
+
+
+def test_every_model_builds_on_mnist_and_cifar_sizes() -> None:
+    for spec in MODELS.values():
+        for shape in ((1, 28, 28), (3, 32, 32)):
+            assert spec.shapes(shape, 10)[-1] == (10,)
+
+
+def test_too_small_images_say_which_model_fits() -> None:
+    with pytest.raises(ConfigError, match="needs larger images than 8x8.*mlp"):
+        get_model("lenet5").shapes((1, 8, 8), 10)
+
+
+def test_unknown_model_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match="unknown model 'resnet9'.*lenet5"):
+        get_model("resnet9")

@@ -1,0 +1,121 @@
+"""Training through the real `mlflow run projects/<framework> -e train` path."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.parallelism import available_cores
+from mlflow_dlaas.run_lifecycle import REASON_TAG
+from tests.conftest import runs_of
+from tests.workloads.projects import mlflow_run
+
+pytestmark = pytest.mark.slow
+SHORT = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
+         "learning_rate": 0.01, "momentum": 0.9, "target_accuracy": 0.9,
+         "monitor_interval": 0.1}
+
+
+def _only_run(experiment: str):
+    (run,) = runs_of(experiment)
+    return run
+
+
+def _assert_trained(experiment: str, framework: str) -> mlflow.entities.Run:
+    run = _only_run(experiment)
+    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
+    m = run.data.metrics
+    assert m["final_test_accuracy"] >= 0.90
+    assert m["parameter_count"] == 431_080
+    for key in ("train_time_seconds", "test_time_seconds", "time_to_accuracy_seconds",
+                "train/proc_cpu_seconds", "run/peak_proc_rss_bytes", "load/duration_seconds",
+                "warmup/duration_seconds", "eval/duration_seconds"):
+        assert m[key] > 0, key
+    client = mlflow.MlflowClient()
+    history = client.get_metric_history(run.info.run_id, "test_accuracy")
+    assert [h.step for h in history] == [1, 2]
+    assert run.data.params["in_force_intra_op_threads"]
+    assert run.data.tags["dlaas.framework"] == framework
+    assert run.data.tags["dlaas.env.cpu_model"]
+    return run
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+def test_lenet5_trains_to_90_percent_in_the_main_env(tracking: str, framework: str) -> None:
+    module = {"pytorch": "torch", "tensorflow": "tensorflow"}[framework]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed here (extra: {framework})")
+    out = mlflow_run(framework, tracking, {**SHORT, "intra_op_threads": 1})
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _assert_trained(tracking, framework)
+    assert run.data.params["in_force_intra_op_threads"] == "1"  # read back, not echoed
+    flavor = run.data.tags["dlaas.model_flavor"]
+    assert flavor == f"mlflow.{framework}"
+    if framework == "pytorch":
+        assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
+    else:
+        assert run.data.tags["dlaas.onnx"].startswith("not exported")
+
+
+def test_mxnet_trains_in_its_own_virtualenv(tracking: str) -> None:
+    if shutil.which("pyenv") is None:
+        pytest.skip("MLflow's virtualenv manager needs pyenv for the exact Python 3.11.7")
+    out = mlflow_run("mxnet", tracking, {**SHORT, "inter_op_threads": 1},
+                     env_manager="virtualenv", timeout=1500)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _assert_trained(tracking, "mxnet")
+    assert run.data.tags["dlaas.env.numpy_version"].startswith("1.23")
+    assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
+    assert run.data.params["in_force_inter_op_threads"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [
+        ({"learning_rate": 1e6, "epochs": 1}, "training diverged"),
+        ({"batch_size": 0}, "batch_size must be > 0"),
+        ({"model": "resnet9"}, "unknown model 'resnet9'"),
+        ({"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
+    ],
+    ids=["diverging-lr", "zero-batch", "unknown-model", "unknown-dataset"],
+)
+def test_bad_runs_end_failed_with_the_reason(tracking: str, params: dict, reason: str) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here (extra: torch)")
+    out = mlflow_run("pytorch", tracking, {**SHORT, "log_model": "false", **params},
+                     timeout=300)
+    assert out.returncode != 0
+    assert reason in out.stderr
+    run = _only_run(tracking)
+    assert run.info.status == "FAILED"
+    assert reason in run.data.tags[REASON_TAG]
+
+
+def test_more_threads_than_cores_warns_and_still_trains(tracking: str) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here (extra: torch)")
+    threads = available_cores() + 2
+    out = mlflow_run("pytorch", tracking, {**SHORT, "epochs": 1, "log_model": "false",
+                                           "intra_op_threads": threads})
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _only_run(tracking)
+    assert run.info.status == "FINISHED"
+    assert "exceeds" in run.data.tags["dlaas.warning"]
+    assert run.data.params["in_force_intra_op_threads"] == str(threads)
+
+
+def test_direct_invocation_refuses_bad_params_before_any_run(tracking: str) -> None:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"}
+    env["MLFLOW_EXPERIMENT_NAME"] = tracking
+    out = subprocess.run([sys.executable, "-m", "mlflow_dlaas.workloads.train", "--framework",
+                          "caffe"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2
+    assert "unknown framework 'caffe'" in out.stderr
+    assert runs_of(tracking) == []
