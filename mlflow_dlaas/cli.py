@@ -89,6 +89,26 @@ def monitor_command(
     sys.exit(outcome.exit_code)
 
 
+@cli.command("study")
+@click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
+@click.option("--storage", default=None,
+              help="Optuna storage: journal[:PATH], sqlite:///PATH, postgresql://..., "
+                   "redis://... (default: ./optuna.db).")
+@reports_errors
+def study_command(spec_path: str, storage: str | None) -> None:
+    """Run (or resume) the Optuna study SPEC.yaml; every trial is a child MLflow run.
+
+    Run the same command on several machines (one shared --storage and tracking server)
+    for parallel workers. Exit code 2 when the spec is invalid; nothing is launched then.
+    """
+    from mlflow_dlaas.tuning.spec import load_spec
+    from mlflow_dlaas.tuning.study import run_study
+
+    summary = run_study(load_spec(spec_path), storage_url=storage)
+    for row in summary.best:
+        click.echo("best: " + ", ".join(f"{k}={v}" for k, v in row.items() if v != ""))
+
+
 @cli.command("demo")
 @reports_errors
 def demo_command() -> None:

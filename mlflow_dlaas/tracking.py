@@ -51,8 +51,8 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     mlflow.set_tracking_uri(target.uri)
     if announce:
         where = "embedded default" if target.embedded else "from MLFLOW_TRACKING_URI"
-        print(f"mlflow-dlaas: tracking runs in {_redact(target.uri)} ({where})", file=sys.stderr)
-        print(f"mlflow-dlaas: to browse them: {_redact(target.ui_command())}", file=sys.stderr)
+        print(f"mlflow-dlaas: tracking runs in {redact_uri(target.uri)} ({where})", file=sys.stderr)
+        print(f"mlflow-dlaas: to browse them: {redact_uri(target.ui_command())}", file=sys.stderr)
     return target
 
 
@@ -73,7 +73,7 @@ def ensure_experiment(name: str) -> str:
         return again.experiment_id
 
 
-def _redact(uri: str) -> str:
+def redact_uri(uri: str) -> str:
     """Hide a password embedded in a URI (``scheme://user:secret@host``)."""
     if "@" not in uri or "://" not in uri:
         return uri

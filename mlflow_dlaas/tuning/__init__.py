@@ -1,0 +1,1 @@
+"""Optuna studies over hyper-parameters and parallelism settings; trials as child runs."""

@@ -1,0 +1,68 @@
+"""From a spec to Optuna: samplers, pruners, and parameter suggestions."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+
+from mlflow_dlaas.tuning.spec import Dimension, StudySpec
+
+CONSTRAINTS_ATTR = "dlaas_constraint_violations"
+
+
+def _constraints(trial: optuna.trial.FrozenTrial) -> list[float]:
+    """Optuna's convention: values <= 0 are feasible."""
+    return list(trial.user_attrs.get(CONSTRAINTS_ATTR, [0.0]))
+
+
+def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+    constraints = _constraints if spec.constraints else None
+    if spec.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=spec.seed, constraints_func=constraints)
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=spec.seed, constraints_func=constraints)
+    if spec.sampler == "gp":
+        return optuna.samplers.GPSampler(seed=spec.seed, constraints_func=constraints)
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=spec.seed)
+    return optuna.samplers.GridSampler(grid_space(spec), seed=spec.seed)
+
+
+def grid_space(spec: StudySpec) -> dict[str, list[Any]]:
+    space = {d.name: list(d.choices) if d.kind == "categorical" else _steps(d)
+             for d in spec.search_space}
+    if len(spec.frameworks) > 1:
+        space["framework"] = list(spec.frameworks)
+    return space
+
+
+def _steps(d: Dimension) -> list[float | int]:
+    count = int(math.floor((d.high - d.low) / d.step + 1e-9)) + 1
+    values = [d.low + i * d.step for i in range(count)]
+    return [int(v) for v in values] if d.kind == "int" else values
+
+
+def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
+    if spec.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+    if spec.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner()
+    return optuna.pruners.NopPruner()
+
+
+def suggest(trial: optuna.trial.Trial, spec: StudySpec) -> dict[str, Any]:
+    """Sampled values for this trial (the framework too, when the spec names several)."""
+    params: dict[str, Any] = {}
+    if len(spec.frameworks) > 1:
+        params["framework"] = trial.suggest_categorical("framework", list(spec.frameworks))
+    for d in spec.search_space:
+        if d.kind == "categorical":
+            params[d.name] = trial.suggest_categorical(d.name, list(d.choices))
+        elif d.kind == "int":
+            params[d.name] = trial.suggest_int(d.name, int(d.low), int(d.high),
+                                               step=int(d.step or 1), log=d.log)
+        else:
+            params[d.name] = trial.suggest_float(d.name, d.low, d.high, step=d.step, log=d.log)
+    return params

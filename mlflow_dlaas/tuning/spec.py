@@ -1,0 +1,262 @@
+"""The study spec: a YAML file validated into a frozen value before anything runs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.frameworks import available_frameworks
+
+ENTRY_POINTS = ("train",)
+SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
+PRUNERS = ("none", "median", "hyperband")
+ENV_MANAGERS = ("local", "virtualenv", "uv")
+DIRECTIONS = ("maximize", "minimize")
+CONSTRAINT_OPS = (">=", "<=")
+#: Short names for the metrics people optimize; any logged metric key is accepted too.
+METRIC_ALIASES = {
+    "accuracy": "final_test_accuracy",
+    "test_accuracy": "final_test_accuracy",
+    "train_time": "train_time_seconds",
+    "test_time": "test_time_seconds",
+    "time_to_accuracy": "time_to_accuracy_seconds",
+    "peak_rss": "run/peak_proc_rss_bytes",
+    "cpu_seconds": "run/proc_cpu_seconds",
+    "energy": "run/gpu0_energy_joules",
+    "throughput": "train_samples_per_second_overall",
+}
+#: The per-epoch metric a pruner watches, per entry point.
+PRUNING_METRIC = {"train": "test_accuracy"}
+TOP_KEYS = {"name", "entry_point", "frameworks", "fixed", "search_space", "objectives",
+            "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
+            "replicates", "env_manager", "seed"}
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One searched parameter."""
+
+    name: str
+    kind: str  # float | int | categorical
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: str
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    op: str
+    value: float
+
+    def violation(self, observed: float | None) -> float:
+        """How far ``observed`` is on the wrong side (0 when satisfied; inf when missing)."""
+        if observed is None or math.isnan(observed):
+            return math.inf
+        gap = self.value - observed if self.op == ">=" else observed - self.value
+        return max(0.0, gap)
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What to search, how, and for what."""
+
+    name: str
+    frameworks: tuple[str, ...]
+    objectives: tuple[Objective, ...]
+    entry_point: str = "train"
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    search_space: tuple[Dimension, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    sampler: str = "tpe"
+    pruner: str = "none"
+    n_trials: int | None = 10
+    timeout_s: float | None = None
+    trial_timeout_s: float = 1800.0
+    replicates: int = 1
+    env_manager: str = "local"
+    seed: int | None = None
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objectives]
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.objectives) > 1
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate a spec file; errors name the key and what would be valid."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"study spec {path} does not exist") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"study spec {path} is not valid YAML: {e}") from None
+    return parse_spec(raw, default_name=path.stem)
+
+
+def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
+    """Validate a spec mapping (as read from YAML)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("study spec: the top level must be a mapping of keys to values")
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"study spec: unknown key(s) {', '.join(unknown)}; valid keys: "
+                          f"{', '.join(sorted(TOP_KEYS))}")
+    entry = _choice(raw, "entry_point", ENTRY_POINTS, "train")
+    frameworks = raw.get("frameworks")
+    if isinstance(frameworks, str):
+        frameworks = [frameworks]
+    if not frameworks or not isinstance(frameworks, list):
+        raise ConfigError("study spec: frameworks: give a list, e.g. [pytorch, tensorflow]")
+    known = available_frameworks()
+    for fw in frameworks:
+        if fw not in known:
+            raise ConfigError(f"study spec: frameworks: unknown framework {fw!r}; "
+                              f"valid: {', '.join(sorted(known))}")
+    fixed = raw.get("fixed") or {}
+    if not isinstance(fixed, Mapping):
+        raise ConfigError("study spec: fixed: give a mapping of parameter to value")
+    space = tuple(_dimension(name, d) for name, d in (raw.get("search_space") or {}).items())
+    overlap = sorted(set(fixed) & {d.name for d in space})
+    if overlap:
+        raise ConfigError(f"study spec: {', '.join(overlap)} is both fixed and searched; "
+                          "keep it in one of fixed or search_space")
+    objectives = tuple(_objective(i, o) for i, o in enumerate(_list(raw, "objectives")))
+    if not objectives:
+        raise ConfigError("study spec: objectives: give at least one, e.g. "
+                          "[{metric: accuracy, direction: maximize}]")
+    constraints = tuple(_constraint(i, c) for i, c in enumerate(_list(raw, "constraints")))
+    sampler = _choice(raw, "sampler", SAMPLERS, "nsga2" if len(objectives) > 1 else "tpe")
+    pruner = _choice(raw, "pruner", PRUNERS, "none")
+    if pruner != "none" and len(objectives) > 1:
+        raise ConfigError("study spec: pruner: Optuna prunes single-objective studies only; "
+                          "set pruner: none or keep one objective")
+    if sampler == "grid":
+        for d in space:
+            if d.kind != "categorical" and d.step is None:
+                raise ConfigError(f"study spec: search_space.{d.name}: the grid sampler needs "
+                                  "categorical choices or a step")
+    n_trials = _positive_int(raw, "n_trials", 10 if raw.get("timeout_s") is None else None)
+    timeout_s = _positive_number(raw, "timeout_s", None)
+    return StudySpec(
+        name=str(raw.get("name") or default_name),
+        frameworks=tuple(frameworks),
+        objectives=objectives,
+        entry_point=entry,
+        fixed=dict(fixed),
+        search_space=space,
+        constraints=constraints,
+        sampler=sampler,
+        pruner=pruner,
+        n_trials=n_trials,
+        timeout_s=timeout_s,
+        trial_timeout_s=_positive_number(raw, "trial_timeout_s", 1800.0),
+        replicates=_positive_int(raw, "replicates", 1),
+        env_manager=_choice(raw, "env_manager", ENV_MANAGERS, "local"),
+        seed=raw.get("seed"),
+    )
+
+
+def _dimension(name: str, d: Any) -> Dimension:
+    where = f"search_space.{name}"
+    if isinstance(d, list):  # shorthand: a list is a categorical choice
+        d = {"type": "categorical", "choices": d}
+    if not isinstance(d, Mapping):
+        raise ConfigError(f"study spec: {where}: give a mapping such as "
+                          "{type: int, low: 1, high: 4} or a list of choices")
+    kind = d.get("type")
+    if kind == "categorical":
+        choices = d.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ConfigError(f"study spec: {where}.choices: give a non-empty list")
+        return Dimension(name, kind, choices=tuple(choices))
+    if kind not in ("float", "int"):
+        raise ConfigError(f"study spec: {where}.type: {kind!r} is not one of float, int, "
+                          "categorical")
+    try:
+        low, high = float(d["low"]), float(d["high"])
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"study spec: {where}: {kind} needs numeric low and high") from None
+    if not low < high:
+        raise ConfigError(f"study spec: {where}: low ({low}) must be below high ({high})")
+    log = bool(d.get("log", False))
+    if log and low <= 0:
+        raise ConfigError(f"study spec: {where}: log scale needs low > 0")
+    step = d.get("step")
+    if kind == "int" and (not low.is_integer() or not high.is_integer()):
+        raise ConfigError(f"study spec: {where}: int bounds must be integers")
+    return Dimension(name, kind, low, high, log, None if step is None else float(step))
+
+
+def _objective(index: int, o: Any) -> Objective:
+    where = f"objectives[{index}]"
+    if not isinstance(o, Mapping) or "metric" not in o:
+        raise ConfigError(f"study spec: {where}: give {{metric: NAME, direction: maximize}}")
+    direction = o.get("direction")
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"study spec: {where}.direction: {direction!r} is not one of "
+                          f"{', '.join(DIRECTIONS)}")
+    return Objective(METRIC_ALIASES.get(o["metric"], o["metric"]), direction)
+
+
+def _constraint(index: int, c: Any) -> Constraint:
+    where = f"constraints[{index}]"
+    if not isinstance(c, Mapping) or not {"metric", "op", "value"} <= set(c):
+        raise ConfigError(f"study spec: {where}: give {{metric: accuracy, op: '>=', value: 0.9}}")
+    if c["op"] not in CONSTRAINT_OPS:
+        raise ConfigError(f"study spec: {where}.op: {c['op']!r} is not one of >=, <=")
+    try:
+        value = float(c["value"])
+    except (TypeError, ValueError):
+        raise ConfigError(f"study spec: {where}.value: must be a number") from None
+    return Constraint(METRIC_ALIASES.get(c["metric"], c["metric"]), c["op"], value)
+
+
+def _list(raw: Mapping[str, Any], key: str) -> list[Any]:
+    value = raw.get(key) or []
+    if not isinstance(value, list):
+        raise ConfigError(f"study spec: {key}: give a list")
+    return value
+
+
+def _choice(raw: Mapping[str, Any], key: str, valid: tuple[str, ...], default: str) -> str:
+    value = raw.get(key, default)
+    if value not in valid:
+        raise ConfigError(f"study spec: {key}: {value!r} is not one of {', '.join(valid)}")
+    return value
+
+
+def _positive_int(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"study spec: {key}: must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _positive_number(raw: Mapping[str, Any], key: str, default: float | None) -> float | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"study spec: {key}: must be a number > 0, got {value!r}")
+    return float(value)

@@ -1,0 +1,46 @@
+"""Where a study lives: embedded SQLite or journal file, PostgreSQL, or a Redis journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.tracking import redact_uri
+
+EMBEDDED_SQLITE = "optuna.db"
+EMBEDDED_JOURNAL = "optuna-journal.log"
+
+
+def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
+    """The Optuna storage for ``url`` and a printable description (password hidden).
+
+    ``None``: SQLite ``./optuna.db`` (one worker). ``journal`` or ``journal:PATH``: Optuna's
+    journal file, for several workers on one machine. ``sqlite:///``, ``postgresql://``,
+    ``mysql://``: Optuna's RDB storage. ``redis://``: a journal in Redis, for many machines.
+    """
+    if url is None:
+        url = f"sqlite:///{Path.cwd() / EMBEDDED_SQLITE}"
+    if url == "journal" or url.startswith("journal:"):
+        path = url.partition(":")[2] or str(Path.cwd() / EMBEDDED_JOURNAL)
+        backend = optuna.storages.journal.JournalFileBackend(path)
+        return optuna.storages.JournalStorage(backend), f"journal file {path}"
+    if url.startswith("redis://") or url.startswith("rediss://"):
+        try:
+            backend = optuna.storages.journal.JournalRedisBackend(url)
+        except ImportError as e:
+            raise ConfigError("a Redis journal needs the redis package: "
+                              "pip install 'mlflow-dlaas[redis]'") from e
+        return optuna.storages.JournalStorage(backend), f"Redis journal {redact_uri(url)}"
+    if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
+        try:
+            storage = optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        except ImportError as e:
+            raise ConfigError(f"the database driver for {url.split(':', 1)[0]} is missing: "
+                              "pip install 'mlflow-dlaas[postgres]'") from e
+        except Exception as e:
+            raise ConfigError(f"cannot open study storage {redact_uri(url)}: {e}") from e
+        return storage, f"database {redact_uri(url)}"
+    raise ConfigError(f"unknown study storage {url!r}; use journal[:PATH], sqlite:///PATH, "
+                      "postgresql://..., mysql://... or redis://...")

@@ -1,0 +1,117 @@
+"""One trial replicate: a child MLflow run executed as a fresh process by MLflow Projects."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.run_lifecycle import REASON_TAG
+
+PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """How a child run ended and what it logged."""
+
+    run_id: str
+    status: str  # FINISHED | FAILED | KILLED | PRUNED | TIMEOUT
+    metrics: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+
+def projects_dir() -> Path:
+    """The folder holding ``projects/<framework>`` (MLFLOW_DLAAS_PROJECTS overrides)."""
+    candidates = [Path(os.environ[PROJECTS_ENV])] if os.environ.get(PROJECTS_ENV) else []
+    candidates.append(Path(__file__).resolve().parents[2] / "projects")
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise ConfigError(f"cannot find the projects/ folder; set {PROJECTS_ENV} to the "
+                      "mlflow-dlaas checkout's projects/ directory")
+
+
+def run_child(
+    *,
+    experiment_id: str,
+    parent_run_id: str,
+    framework: str,
+    entry_point: str,
+    params: Mapping[str, Any],
+    tags: Mapping[str, str],
+    env_manager: str,
+    timeout_s: float,
+    on_progress: Callable[[str, int, float], bool] | None = None,
+    heartbeat: Callable[[], None] | None = None,
+) -> ChildOutcome:
+    """Launch the child and wait; ``on_progress(metric, step, value)`` returning True prunes.
+
+    Never leaves the child RUNNING: a timeout, a prune or an interrupt cancels the process
+    and terminates the run with the reason.
+    """
+    client = mlflow.MlflowClient()
+    run = client.create_run(
+        experiment_id,
+        run_name=tags.get("dlaas.trial_name"),
+        tags={MLFLOW_PARENT_RUN_ID: parent_run_id, **tags},
+    )
+    run_id = run.info.run_id
+    try:
+        submitted = mlflow.projects.run(
+            str(projects_dir() / framework), entry_point=entry_point,
+            parameters={k: str(v) for k, v in params.items()}, experiment_id=experiment_id,
+            run_id=run_id, env_manager=env_manager, synchronous=False,
+        )
+    except Exception as e:
+        return _end(client, run_id, "FAILED", f"could not launch: {type(e).__name__}: {e}")
+    deadline = time.monotonic() + timeout_s
+    reported = 0
+    try:
+        while submitted.get_status() == "RUNNING":
+            if time.monotonic() > deadline:
+                submitted.cancel()
+                return _end(client, run_id, "TIMEOUT", f"timed out after {timeout_s:.0f} s")
+            if on_progress is not None:
+                history = client.get_metric_history(run_id, "test_accuracy")
+                for point in sorted(history, key=lambda m: m.step)[reported:]:
+                    reported += 1
+                    if on_progress("test_accuracy", point.step, point.value):
+                        submitted.cancel()
+                        return _end(client, run_id, "PRUNED",
+                                    f"pruned at step {point.step} (test_accuracy {point.value})")
+            if heartbeat is not None:
+                heartbeat()
+            time.sleep(POLL_S)
+    except BaseException:
+        submitted.cancel()
+        _end(client, run_id, "KILLED", "the study worker was interrupted")
+        raise
+    final = client.get_run(run_id)
+    status = final.info.status
+    if status != "FINISHED":
+        reason = final.data.tags.get(REASON_TAG, f"the trial process ended {status}")
+        return ChildOutcome(run_id, "FAILED", dict(final.data.metrics), reason)
+    return ChildOutcome(run_id, "FINISHED", dict(final.data.metrics))
+
+
+def _end(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> ChildOutcome:
+    client.set_tag(run_id, REASON_TAG, reason)
+    run_status = "KILLED" if status in ("PRUNED", "KILLED") else "FAILED"
+    client.set_terminated(run_id, run_status)
+    return ChildOutcome(run_id, status, dict(client.get_run(run_id).data.metrics), reason)
+
+
+def metric_value(metrics: Mapping[str, float], key: str) -> float | None:
+    """``key`` from a child's metrics; None when absent or NaN."""
+    value = metrics.get(key)
+    return None if value is None or math.isnan(value) else float(value)
