@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from mlflow_dlaas.errors import ConfigError
@@ -66,6 +67,8 @@ def run_child(
         tags={MLFLOW_PARENT_RUN_ID: parent_run_id, **tags},
     )
     run_id = run.info.run_id
+    # Logged here, so that a trial that fails before logging anything still shows its params.
+    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
     try:
         submitted = mlflow.projects.run(
             str(projects_dir() / framework), entry_point=entry_point,

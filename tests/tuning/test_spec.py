@@ -1,0 +1,76 @@
+"""Study spec validation: every error names the key and what would be valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.tuning.spec import load_spec, parse_spec
+
+GOOD = {
+    "name": "s",
+    "frameworks": ["pytorch"],
+    "fixed": {"model": "mlp"},
+    "search_space": {"batch_size": [16, 32], "learning_rate": {"type": "float", "low": 1e-3,
+                                                               "high": 1e-1, "log": True}},
+    "objectives": [{"metric": "accuracy", "direction": "maximize"}],
+}
+
+
+def test_a_good_spec_gets_defaults_and_aliases() -> None:
+    spec = parse_spec(GOOD)
+    assert spec.objectives[0].metric == "final_test_accuracy"
+    assert spec.sampler == "tpe" and spec.pruner == "none" and spec.n_trials == 10
+    assert [d.kind for d in spec.search_space] == ["categorical", "float"]
+
+
+def test_several_objectives_default_to_nsga2() -> None:
+    spec = parse_spec({**GOOD, "objectives": [
+        {"metric": "accuracy", "direction": "maximize"},
+        {"metric": "train_time", "direction": "minimize"}]})
+    assert spec.sampler == "nsga2" and spec.multi_objective
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"frameworks": ["caffe"]}, "frameworks: unknown framework 'caffe'; valid: mxnet"),
+        ({"frameworks": None}, "frameworks: give a list"),
+        ({"sampler": "cmaes"}, "sampler: 'cmaes' is not one of tpe, nsga2, gp, grid, random"),
+        ({"pruner": "asha"}, "pruner: 'asha' is not one of none, median, hyperband"),
+        ({"search_space": {"lr": {"type": "flaot", "low": 0, "high": 1}}},
+         r"search_space.lr.type: 'flaot' is not one of float, int, categorical"),
+        ({"search_space": {"lr": {"type": "float", "low": 1, "high": 0.1}}},
+         r"search_space.lr: low \(1.0\) must be below high"),
+        ({"search_space": {"lr": {"type": "float", "low": 0, "high": 1, "log": True}}},
+         "log scale needs low > 0"),
+        ({"objectives": []}, "objectives: give at least one"),
+        ({"objectives": [{"metric": "accuracy", "direction": "up"}]},
+         r"objectives\[0\].direction: 'up' is not one of maximize, minimize"),
+        ({"constraints": [{"metric": "accuracy", "op": ">", "value": 0.9}]},
+         r"constraints\[0\].op: '>' is not one of >=, <="),
+        ({"n_trials": 0}, "n_trials: must be a whole number >= 1"),
+        ({"replicates": "two"}, "replicates: must be a whole number >= 1"),
+        ({"env_manager": "conda"}, "env_manager: 'conda' is not one of local, virtualenv, uv"),
+        ({"trails": 3}, "unknown key.*trails"),
+        ({"fixed": {"batch_size": 8}}, "batch_size is both fixed and searched"),
+        ({"sampler": "grid"}, "search_space.learning_rate: the grid sampler needs"),
+        ({"pruner": "median", "objectives": [{"metric": "a", "direction": "maximize"},
+                                              {"metric": "b", "direction": "minimize"}]},
+         "prunes single-objective studies only"),
+    ],
+)
+def test_bad_specs_name_the_key(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_spec({**GOOD, **change})
+
+
+def test_missing_or_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_spec(broken)

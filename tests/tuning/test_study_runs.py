@@ -1,0 +1,97 @@
+"""`mlflow-dlaas study` end to end: child runs, failures, resume, bad specs."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+
+from tests.tuning.studies import study_cli, study_runs, write_spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the study tests train with PyTorch (extra: torch)")
+
+
+def _name() -> str:
+    return f"study-{uuid.uuid4().hex[:8]}"
+
+
+def test_trials_are_child_runs_and_the_study_resumes(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    spec = write_spec(tmp_path, name=name, n_trials=2, seed=1,
+                      search_space={"batch_size": [16, 32]})
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[2/2] trial 1 COMPLETE, best" in out.stderr
+    (parent,), children = study_runs(name)
+    assert parent.info.status == "FINISHED" and len(children) == 2
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert {c.info.status for c in children} == {"FINISHED"}
+    assert all(c.data.params["batch_size"] in ("16", "32") for c in children)
+    client = mlflow.MlflowClient()
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "study")}
+    assert {"study/trials.csv", "study/best_trial.csv",
+            "study/optimization_history.png"} <= artifacts
+    assert parent.data.metrics["trials_complete"] == 2
+
+    # the same command with a larger budget continues the same study and parent run
+    spec = write_spec(tmp_path, name=name, n_trials=3, seed=1,
+                      search_space={"batch_size": [16, 32]})
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (again,), children = study_runs(name)
+    assert again.info.run_id == parent.info.run_id and again.info.status == "FINISHED"
+    assert len(children) == 3
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
+    assert [t.number for t in study.trials] == [0, 1, 2]
+
+
+def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    spec = write_spec(tmp_path, name=name, sampler="grid", n_trials=2,
+                      search_space={"batch_size": [0, 16]})
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parents, children = study_runs(name)
+    by_batch = {c.data.params["batch_size"]: c for c in children}
+    assert by_batch["0"].info.status == "FAILED"
+    assert "batch_size must be > 0" in by_batch["0"].data.tags["dlaas.failure_reason"]
+    assert by_batch["16"].info.status == "FINISHED"
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
+    states = {t.params["batch_size"]: t.state.name for t in study.trials}
+    assert states == {0: "FAIL", 16: "COMPLETE"}
+
+    slow = _name()
+    spec = write_spec(tmp_path, name=slow, n_trials=1, trial_timeout_s=3)
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (parent,), (child,) = study_runs(slow)
+    assert child.info.status == "FAILED"
+    assert "timed out after 3 s" in child.data.tags["dlaas.failure_reason"]
+    assert parent.info.status == "FINISHED"
+
+
+def test_a_bad_spec_exits_2_and_launches_nothing(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    spec = write_spec(tmp_path, name=name, sampler="annealing")
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 2
+    assert "sampler: 'annealing' is not one of" in out.stderr
+    assert mlflow.MlflowClient().get_experiment_by_name(name) is None
+    assert not (Path.cwd() / "optuna.db").exists() or name not in optuna.get_all_study_names(
+        f"sqlite:///{Path.cwd() / 'optuna.db'}")
