@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import optuna
@@ -34,13 +35,22 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
                               "pip install 'mlflow-dlaas[redis]'") from e
         return optuna.storages.JournalStorage(backend), f"Redis journal {redact_uri(url)}"
     if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
+        return _rdb_storage(url), f"database {redact_uri(url)}"
+    raise ConfigError(f"unknown study storage {url!r}; use journal[:PATH], sqlite:///PATH, "
+                      "postgresql://..., mysql://... or redis://...")
+
+
+def _rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage; retried, since workers starting together on a fresh database
+    race to create its tables and all but one see 'already exists'."""
+    for attempt in range(1, attempts + 1):
         try:
-            storage = optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
         except ImportError as e:
             raise ConfigError(f"the database driver for {url.split(':', 1)[0]} is missing: "
                               "pip install 'mlflow-dlaas[postgres]'") from e
         except Exception as e:
-            raise ConfigError(f"cannot open study storage {redact_uri(url)}: {e}") from e
-        return storage, f"database {redact_uri(url)}"
-    raise ConfigError(f"unknown study storage {url!r}; use journal[:PATH], sqlite:///PATH, "
-                      "postgresql://..., mysql://... or redis://...")
+            if attempt == attempts:
+                raise ConfigError(f"cannot open study storage {redact_uri(url)}: {e}") from e
+            time.sleep(0.5 * attempt)
+    raise ConfigError(f"cannot open study storage {redact_uri(url)}")  # attempts < 1

@@ -1,0 +1,120 @@
+"""Many workers, one study: an MLflow server on PostgreSQL, Optuna's RDB storage on PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.tuning.studies import study_cli, write_spec
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+POSTGRES_URL = os.environ.get("DLAAS_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
+WORKERS = 3
+N_TRIALS = 5
+
+
+def _admin():
+    psycopg = pytest.importorskip("psycopg", reason="psycopg missing (extra: postgres)")
+    try:
+        return psycopg.connect(f"{POSTGRES_URL}/postgres", connect_timeout=3, autocommit=True)
+    except psycopg.OperationalError as e:
+        pytest.skip(f"no PostgreSQL answers at {POSTGRES_URL} ({e}); set DLAAS_TEST_POSTGRES_URL")
+
+
+@pytest.fixture
+def databases() -> Iterator[tuple[str, str]]:
+    """Two fresh databases (MLflow's and Optuna's both use alembic_version), dropped after."""
+    conn = _admin()
+    names = [f"dlaas_{role}_{uuid.uuid4().hex[:8]}" for role in ("mlflow", "optuna")]
+    with conn.cursor() as cur:
+        for name in names:
+            cur.execute(f"CREATE DATABASE {name}")
+    yield tuple(f"{POSTGRES_URL}/{name}" for name in names)
+    with conn.cursor() as cur:
+        for name in names:
+            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    conn.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_server(backend: str, artifacts: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [shutil.which("mlflow"), "server", "--backend-store-uri", backend, "--host", "127.0.0.1",
+         "--port", str(port), "--artifacts-destination", str(artifacts), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("mlflow server did not start") from None
+                time.sleep(1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_three_workers_share_one_study_and_one_parent(
+    cli_path: str, databases: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the trials train with PyTorch (extra: torch)")
+    mlflow_db, optuna_db = databases
+    name = f"shared-{uuid.uuid4().hex[:6]}"
+    spec = write_spec(tmp_path, name=name, n_trials=N_TRIALS,
+                      search_space={"batch_size": [8, 16, 32, 64]})
+    with mlflow_server(mlflow_db, tmp_path / "artifacts") as url:
+        env = dict(os.environ, MLFLOW_TRACKING_URI=url)
+        workers = [study_cli(cli_path, spec, "--storage", optuna_db, env=env, wait=False)
+                   for _ in range(WORKERS)]
+        outputs = [w.communicate(timeout=900)[0] for w in workers]
+        for worker, output in zip(workers, outputs, strict=True):
+            assert worker.returncode == 0, output[-3000:]
+
+        study = optuna.load_study(study_name=name, storage=optuna_db)
+        trials = study.get_trials()
+        # each worker checks the count before asking, so at most WORKERS - 1 extra trials
+        assert N_TRIALS <= len(trials) <= N_TRIALS + WORKERS - 1
+        assert [t.number for t in trials] == list(range(len(trials)))
+        assert all(t.state == TrialState.COMPLETE for t in trials)
+
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        client = mlflow.MlflowClient(url)
+        experiment = client.get_experiment_by_name(name)
+        runs = client.search_runs([experiment.experiment_id], max_results=1000)
+        parents = [r for r in runs if r.data.tags.get("dlaas.role") == "study"]
+        children = [r for r in runs if r.data.tags.get("dlaas.role") == "trial"]
+        assert len(parents) == 1
+        assert len(children) == len(trials)  # none lost, none duplicated
+        assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+        assert sorted(int(c.data.tags["dlaas.trial_number"]) for c in children) == [
+            t.number for t in trials]
+        assert {c.info.status for c in children} == {"FINISHED"}
+        workers_seen = {t.user_attrs["worker"] for t in trials}
+        assert len(workers_seen) >= 2  # the work was really shared
