@@ -93,7 +93,7 @@ def monitor_command(
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
 @click.option("--storage", default=None,
               help="Optuna storage: journal[:PATH], sqlite:///PATH, postgresql://..., "
-                   "redis://... (default: ./optuna.db).")
+                   "redis://... (default, or empty: ./optuna.db).")
 @reports_errors
 def study_command(spec_path: str, storage: str | None) -> None:
     """Run (or resume) the Optuna study SPEC.yaml; every trial is a child MLflow run.
@@ -104,7 +104,7 @@ def study_command(spec_path: str, storage: str | None) -> None:
     from mlflow_dlaas.tuning.spec import load_spec
     from mlflow_dlaas.tuning.study import run_study
 
-    summary = run_study(load_spec(spec_path), storage_url=storage)
+    summary = run_study(load_spec(spec_path), storage_url=storage or None)
     for row in summary.best:
         click.echo("best: " + ", ".join(f"{k}={v}" for k, v in row.items() if v != ""))
 

@@ -51,7 +51,9 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     target = configure_tracking()
     storage, where = make_storage(storage_url)
     print(f"mlflow-dlaas: study {spec.name!r} in {where}", file=sys.stderr)
-    experiment_id = ensure_experiment(spec.name)
+    launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
+    experiment_id = (mlflow.MlflowClient().get_run(launcher).info.experiment_id if launcher
+                     else ensure_experiment(spec.name))
     study, created = _create_or_load(spec, storage)
     parent_id = _parent_run(study, spec, experiment_id, created)
     mlflow.MlflowClient().update_run(parent_id, status="RUNNING")
@@ -106,9 +108,14 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
         time.sleep(0.5)
         study = optuna.load_study(study_name=spec.name, storage=study._storage)
     client = mlflow.MlflowClient()
-    run = client.create_run(experiment_id, run_name=spec.name,
-                            tags={"dlaas.role": "study", "dlaas.study": spec.name,
-                                  "dlaas.entry": "study"})
+    tags = {"dlaas.role": "study", "dlaas.study": spec.name, "dlaas.entry": "study"}
+    launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`: that run
+    if launcher:
+        run = client.get_run(launcher)
+        for key, value in tags.items():
+            client.set_tag(launcher, key, value)
+    else:
+        run = client.create_run(experiment_id, run_name=spec.name, tags=tags)
     params = {"study_name": spec.name, "frameworks": ",".join(spec.frameworks),
               "entry_point": spec.entry_point, "sampler": spec.sampler, "pruner": spec.pruner,
               "n_trials": spec.n_trials, "timeout_s": spec.timeout_s,

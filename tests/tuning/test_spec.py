@@ -74,3 +74,10 @@ def test_missing_or_broken_files(tmp_path: Path) -> None:
     broken.write_text("name: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_spec(broken)
+
+
+def test_every_example_spec_is_valid() -> None:
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        assert load_spec(path).name
