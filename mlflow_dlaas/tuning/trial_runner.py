@@ -18,7 +18,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 
 PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
-POLL_S = 1.0
+POLL_S = 0.25
 
 
 @dataclass(frozen=True)
