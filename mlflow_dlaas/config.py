@@ -81,7 +81,7 @@ class TrainConfig:
                               f"{', '.join(sorted(set(known) | parallel_keys))}")
         typed = {k: _coerce(k, v, cls) for k, v in merged.items()}
         settings = ParallelismSettings.from_params(
-            **{k: (str(v) if k == "cpu_affinity" else _int(k, v)) for k, v in parallel.items()}
+            **{k: (str(v) if k == "cpu_affinity" else as_int(k, v)) for k, v in parallel.items()}
         )
         return cls(**typed, parallelism=settings)
 
@@ -100,9 +100,9 @@ def _coerce(name: str, value: Any, cls: type) -> Any:
     if name == "framework" or isinstance(default, str):
         return str(value)
     if isinstance(default, bool):
-        return _bool(name, value)
+        return as_bool(name, value)
     if isinstance(default, int):
-        return _int(name, value)
+        return as_int(name, value)
     if isinstance(default, float):
         try:
             return float(value)
@@ -111,7 +111,7 @@ def _coerce(name: str, value: Any, cls: type) -> Any:
     return value
 
 
-def _int(name: str, value: Any) -> int:
+def as_int(name: str, value: Any) -> int:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -121,7 +121,7 @@ def _int(name: str, value: Any) -> int:
     return int(number)
 
 
-def _bool(name: str, value: Any) -> bool:
+def as_bool(name: str, value: Any) -> bool:
     text = str(value).strip().lower()
     if text in ("1", "true", "yes", "on"):
         return True

@@ -29,7 +29,8 @@ def test_project_env_has_every_core_dependency(project: str) -> None:
     assert "mlflow==3.17.2" in env["dependencies"]
 
 
-def test_every_framework_has_a_project() -> None:
+def test_every_framework_and_runtime_has_a_project() -> None:
     from mlflow_dlaas.frameworks import BUILTIN
+    from mlflow_dlaas.inference.runtimes import RUNTIMES
 
-    assert set(BUILTIN) <= set(PROJECTS)
+    assert set(BUILTIN) | set(RUNTIMES) <= set(PROJECTS)

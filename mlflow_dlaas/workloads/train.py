@@ -27,6 +27,7 @@ from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import as_tags, fingerprint
 from mlflow_dlaas.errors import ConfigError, DlaasError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
+from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.monitor import ResourceMonitor
 from mlflow_dlaas.parallelism import apply_process_settings, process_settings_in_force
@@ -181,18 +182,24 @@ def _accuracy(trainer: Trainer, dataset: Dataset) -> float:
 
 
 def _save(trainer: Trainer, config: TrainConfig, dataset: Dataset) -> None:
+    """The model, its ONNX export where the framework can, and reference outputs.
+
+    The reference (inputs and this framework's outputs on them) lets any inference runtime
+    check itself against the source framework later.
+    """
     example = dataset.x_test[:8]
     tags = {}
     if config.log_model:
         tags["dlaas.model_flavor"] = trainer.log_model("model", example)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.onnx"
+        out = Path(tmp)
+        log_reference(out, example, trainer.predict(example, len(example)))
         try:
-            trainer.export_onnx(path, example)
-            mlflow.log_artifact(str(path), "onnx")
+            trainer.export_onnx(out / "model.onnx", example)
             tags["dlaas.onnx"] = "onnx/model.onnx"
         except NotImplementedError as e:
             tags["dlaas.onnx"] = f"not exported: {e}"[:500]
+        mlflow.log_artifacts(tmp, ONNX_DIR)
     mlflow.set_tags(tags)
 
 

@@ -1,0 +1,1 @@
+"""Inference benchmarking: model sources, runtimes, MLPerf-style scenarios."""

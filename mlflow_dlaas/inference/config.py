@@ -1,0 +1,104 @@
+"""The inference run's configuration, validated before anything loads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from mlflow_dlaas.config import as_bool, as_int
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+SCENARIOS = ("single_stream", "offline", "server", "ensemble")
+PRECISIONS = ("fp32", "fp16", "int8")
+ENSEMBLE_MODES = ("threads", "processes")
+
+
+@dataclass(frozen=True)
+class InferConfig:
+    runtime: str
+    model: str = "lenet5"
+    model_uri: str = ""  # runs:/<id> of a training run; overrides model
+    input_shape: str = ""  # e.g. 3x32x32; default per model
+    batch_sizes: tuple[int, ...] = (1, 8, 32)
+    scenarios: tuple[str, ...] = ("single_stream", "offline", "server")
+    min_query_count: int = 100
+    min_duration_s: float = 1.0
+    warmup_queries: int = 10
+    server_target_qps: float = 0.0  # 0: half the single-stream capacity at batch 1
+    server_p99_bound_ms: float = 0.0  # > 0: also search the highest rate under this p99
+    ensemble_size: int = 2
+    ensemble_mode: str = "threads"
+    precision: str = "fp32"
+    device: str = "cpu"
+    graph_optimization_level: str = "all"
+    execution_mode: str = "sequential"
+    torch_compile: bool = False
+    jit_compile: bool = False
+    rtol: float = 1e-3  # output equivalence, fp32; int8 and fp16 are checked on top-1
+    atol: float = 1e-4
+    seed: int = 0
+    monitor_interval: float = 0.2
+    parallelism: ParallelismSettings = field(default_factory=ParallelismSettings)
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes or min(self.batch_sizes) <= 0:
+            raise ConfigError(f"batch_sizes must be positive, got {self.batch_sizes}; e.g. 1,8,32")
+        bad = [s for s in self.scenarios if s not in SCENARIOS]
+        if bad or not self.scenarios:
+            raise ConfigError(f"scenarios: {bad or 'none'} not in {', '.join(SCENARIOS)}")
+        for name, valid in (("precision", PRECISIONS), ("ensemble_mode", ENSEMBLE_MODES),
+                            ("device", ("cpu", "cuda"))):
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"{name} must be one of {', '.join(valid)}, "
+                                  f"got {getattr(self, name)!r}")
+        if self.min_query_count < 1 or self.min_duration_s < 0 or self.warmup_queries < 0:
+            raise ConfigError("min_query_count must be >= 1, min_duration_s and "
+                              "warmup_queries >= 0")
+        if self.ensemble_size < 1:
+            raise ConfigError("ensemble_size must be >= 1")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> InferConfig:
+        given = {k: v for k, v in params.items() if v is not None and v != ""}
+        parallel_keys = {f.name for f in fields(ParallelismSettings)}
+        parallel = {k: given.pop(k) for k in list(given) if k in parallel_keys}
+        known = {f.name for f in fields(cls)} - {"parallelism"}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ConfigError(f"unknown inference parameter(s): {', '.join(unknown)}; valid: "
+                              f"{', '.join(sorted(known | parallel_keys))}")
+        typed: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in given:
+                continue
+            value, default = given[f.name], f.default
+            if f.name == "batch_sizes":
+                typed[f.name] = tuple(as_int("batch_sizes", v) for v in str(value).split(","))
+            elif f.name == "scenarios":
+                typed[f.name] = tuple(s.strip() for s in str(value).split(",") if s.strip())
+            elif isinstance(default, bool):
+                typed[f.name] = as_bool(f.name, value)
+            elif isinstance(default, int):
+                typed[f.name] = as_int(f.name, value)
+            elif isinstance(default, float):
+                try:
+                    typed[f.name] = float(value)
+                except ValueError:
+                    raise ConfigError(f"{f.name} must be a number, got {value!r}") from None
+            else:
+                typed[f.name] = str(value)
+        settings = ParallelismSettings.from_params(
+            **{k: (str(v) if k == "cpu_affinity" else as_int(k, v)) for k, v in parallel.items()})
+        return cls(**typed, parallelism=settings)
+
+    def as_params(self) -> dict[str, Any]:
+        params = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "parallelism"}
+        params["batch_sizes"] = ",".join(map(str, self.batch_sizes))
+        params["scenarios"] = ",".join(self.scenarios)
+        for f in fields(ParallelismSettings):
+            value = getattr(self.parallelism, f.name)
+            params[f.name] = "" if value is None else (
+                ",".join(map(str, value)) if isinstance(value, tuple) else value)
+        return params

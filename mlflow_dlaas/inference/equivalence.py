@@ -1,0 +1,56 @@
+"""Before any timing: does the runtime reproduce the source framework's outputs?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlflow_dlaas.errors import WorkloadError
+
+#: Reduced precision is judged on agreement, not on digits.
+REDUCED_MAX_RELATIVE_ERROR = 0.25
+REDUCED_MIN_TOP1_AGREEMENT = 0.75
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    max_abs_error: float
+    max_relative_error: float  # max |out - ref| / max |ref|
+    top1_agreement: float
+    passed: bool
+    rule: str
+
+    def metrics(self) -> dict[str, float]:
+        return {"equivalence/max_abs_error": self.max_abs_error,
+                "equivalence/max_relative_error": self.max_relative_error,
+                "equivalence/top1_agreement": self.top1_agreement}
+
+
+def compare(outputs: np.ndarray, reference: np.ndarray, *, precision: str, rtol: float,
+            atol: float) -> Equivalence:
+    """fp32: every output within ``atol + rtol * |ref|``; fp16/int8: relative error and
+    top-1 agreement within the reduced-precision bounds."""
+    if outputs.shape != reference.shape:
+        raise WorkloadError(f"output shape {outputs.shape} differs from the source "
+                            f"framework's {reference.shape}")
+    diff = np.abs(outputs.astype(np.float64) - reference.astype(np.float64))
+    scale = float(np.abs(reference).max()) or 1.0
+    agreement = float((outputs.argmax(1) == reference.argmax(1)).mean())
+    if precision == "fp32":
+        passed = bool(np.all(diff <= atol + rtol * np.abs(reference)))
+        rule = f"|out - ref| <= {atol} + {rtol} * |ref| everywhere"
+    else:
+        passed = (float(diff.max()) / scale <= REDUCED_MAX_RELATIVE_ERROR
+                  and agreement >= REDUCED_MIN_TOP1_AGREEMENT)
+        rule = (f"max error <= {REDUCED_MAX_RELATIVE_ERROR} of max |ref| and top-1 "
+                f"agreement >= {REDUCED_MIN_TOP1_AGREEMENT}")
+    return Equivalence(float(diff.max()), float(diff.max()) / scale, agreement, passed, rule)
+
+
+def require(result: Equivalence, runtime: str, reference_framework: str) -> None:
+    if not result.passed:
+        raise WorkloadError(
+            f"{runtime} does not reproduce {reference_framework}'s outputs: max abs error "
+            f"{result.max_abs_error:.3g}, max relative error {result.max_relative_error:.3g}, "
+            f"top-1 agreement {result.top1_agreement:.2f} (rule: {result.rule})")

@@ -1,0 +1,65 @@
+"""The inference-runtime ABC: prepare a model source, return a synchronous predictor."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlflow_dlaas.inference.scenarios import Predictor
+from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+@dataclass(frozen=True)
+class InferenceOptions:
+    """Runtime settings; each runtime refuses the ones it cannot honour."""
+
+    precision: str = "fp32"  # fp32 | fp16 (GPU) | int8 (ONNX Runtime dynamic quantization)
+    device: str = "cpu"
+    graph_optimization_level: str = "all"  # ONNX Runtime: disable | basic | extended | all
+    execution_mode: str = "sequential"  # ONNX Runtime: sequential | parallel
+    torch_compile: bool = False
+    jit_compile: bool = False  # TensorFlow XLA
+    parallelism: ParallelismSettings = ParallelismSettings()
+
+
+class InferenceRuntime(abc.ABC):
+    name: ClassVar[str]
+    module: ClassVar[str]
+    extra: ClassVar[str]
+    #: 'onnx' when the runtime executes the ONNX export, else the framework it loads natively.
+    consumes: ClassVar[str]
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        """Variables read at import (set before :meth:`load`)."""
+        return {}
+
+    @abc.abstractmethod
+    def load(self) -> None:
+        """Import the runtime; MissingDependencyError names the extra."""
+
+    @abc.abstractmethod
+    def version(self) -> str: ...
+
+    @abc.abstractmethod
+    def threads_in_force(self) -> dict[str, Any]:
+        """Thread settings the runtime reports, after :meth:`prepare`."""
+
+    @abc.abstractmethod
+    def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        """Load / compile the model; the predictor returns numpy logits, device work done.
+
+        For a source without reference outputs (built natively by this runtime), prepare
+        returns them through :meth:`reference` computed in the framework's plain mode.
+        """
+
+    def reference(self) -> np.ndarray | None:
+        """Reference outputs this runtime computed itself (natively built sources only)."""
+        return None
+
+    def layout(self, x: np.ndarray) -> np.ndarray:
+        """Inputs in the runtime's layout, converted once outside any timing (NCHW here)."""
+        return x

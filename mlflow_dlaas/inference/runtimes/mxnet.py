@@ -1,0 +1,76 @@
+"""MXNet, hybridized (static graph), in its own environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.frameworks.mxnet import INSTALL_HINT
+from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.inference.scenarios import Predictor
+from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.parallelism import ParallelismSettings, process_settings_in_force
+
+
+class MXNetRuntime(InferenceRuntime):
+    name = "mxnet"
+    module = "mxnet"
+    extra = "mxnet"
+    consumes = "mxnet"
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        env = {}
+        if settings.inter_op_threads is not None:
+            env["MXNET_CPU_WORKER_NTHREADS"] = str(settings.inter_op_threads)
+        if settings.intra_op_threads is not None and settings.omp_threads is None:
+            env["OMP_NUM_THREADS"] = str(settings.intra_op_threads)
+        return env
+
+    def load(self) -> None:
+        self.mx = import_optional("mxnet", extra=self.extra, purpose="The mxnet runtime",
+                                  hint=INSTALL_HINT)
+        self._reference: np.ndarray | None = None
+
+    def version(self) -> str:
+        return str(self.mx.__version__)
+
+    def threads_in_force(self) -> dict[str, Any]:
+        omp = [v for k, v in process_settings_in_force().items() if k.startswith("openmp_")]
+        return {"intra_op_threads": max(omp) if omp else "default",
+                "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"))}
+
+    def reference(self) -> np.ndarray | None:
+        return self._reference
+
+    def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        mx = self.mx
+        if options.precision != "fp32" or options.device != "cpu":
+            raise ConfigError("the mxnet runtime runs fp32 on the CPU here")
+        if source.run_id is not None:
+            if source.trained_with != "mxnet":
+                raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
+                                  " the mxnet runtime loads MXNet runs only")
+            import mlflow
+
+            local = Path(mlflow.artifacts.download_artifacts(run_id=source.run_id,
+                                                             artifact_path="model"))
+            net = mx.gluon.SymbolBlock.imports(str(local / "model-symbol.json"), ["data"],
+                                               str(local / "model-0000.params"))
+        else:
+            from mlflow_dlaas.frameworks.mxnet import build_gluon
+
+            mx.random.seed(0)
+            net = build_gluon(mx, source.spec, source.input_shape, source.num_classes)
+            net.initialize(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3))
+            self._reference = net(mx.nd.array(source.reference_inputs)).asnumpy()  # imperative
+        net.hybridize(static_alloc=True, static_shape=True)
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            return net(mx.nd.array(x)).asnumpy()  # asnumpy waits for the engine
+
+        return predict

@@ -1,0 +1,113 @@
+"""ONNX Runtime: CPU provider, CUDA and TensorRT when present; int8 dynamic quantization."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.inference.scenarios import Predictor
+from mlflow_dlaas.inference.source import ModelSource
+
+OPT_LEVELS = ("disable", "basic", "extended", "all")
+EXECUTION_MODES = ("sequential", "parallel")
+
+
+def require_onnx(source: ModelSource, runtime: str) -> Path:
+    if source.onnx_path is None or not source.onnx_path.is_file():
+        raise ConfigError(f"the {runtime} runtime serves an ONNX export, and run "
+                          f"{source.run_id} has none (its tag dlaas.onnx says why)")
+    return source.onnx_path
+
+
+class OnnxRuntimeRuntime(InferenceRuntime):
+    name = "onnxruntime"
+    module = "onnxruntime"
+    extra = "onnxruntime"
+    consumes = "onnx"
+
+    def load(self) -> None:
+        self.ort = import_optional("onnxruntime", extra=self.extra,
+                                   purpose="The onnxruntime runtime")
+
+    def version(self) -> str:
+        return str(self.ort.__version__)
+
+    def threads_in_force(self) -> dict[str, Any]:
+        return dict(self._in_force)
+
+    def providers(self, device: str) -> list[str]:
+        available = self.ort.get_available_providers()
+        if device == "cpu":
+            return ["CPUExecutionProvider"]
+        wanted = [p for p in ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+                  if p in available]
+        if not wanted:
+            raise ConfigError("device cuda requested, but this ONNX Runtime has no CUDA "
+                              f"provider (available: {', '.join(available)}); install "
+                              "onnxruntime-gpu")
+        return [*wanted, "CPUExecutionProvider"]
+
+    def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        ort = self.ort
+        path = require_onnx(source, self.name)
+        if options.graph_optimization_level not in OPT_LEVELS:
+            raise ConfigError(f"graph_optimization_level must be one of {', '.join(OPT_LEVELS)}")
+        if options.execution_mode not in EXECUTION_MODES:
+            raise ConfigError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}")
+        if options.precision == "fp16" and options.device != "cuda":
+            raise ConfigError("fp16 needs device=cuda; on the CPU use fp32 or int8")
+        if options.precision == "int8":
+            path = quantize_int8(path)
+        elif options.precision == "fp16":
+            path = to_fp16(path)
+        so = ort.SessionOptions()
+        so.graph_optimization_level = {
+            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[options.graph_optimization_level]
+        so.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if options.execution_mode ==
+                             "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL)
+        settings = options.parallelism
+        if settings.intra_op_threads is not None:
+            so.intra_op_num_threads = settings.intra_op_threads
+        if settings.inter_op_threads is not None:
+            so.inter_op_num_threads = settings.inter_op_threads
+        session = ort.InferenceSession(str(path), so, providers=self.providers(options.device))
+        self._in_force = {"intra_op_threads": so.intra_op_num_threads or "default (cores)",
+                          "inter_op_threads": so.inter_op_num_threads or "default",
+                          "providers": ",".join(session.get_providers())}
+        name = session.get_inputs()[0].name
+        dtype = np.float16 if options.precision == "fp16" else np.float32
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            return np.asarray(session.run(None, {name: x.astype(dtype, copy=False)})[0],
+                              dtype=np.float32)
+
+        return predict
+
+
+def quantize_int8(path: Path) -> Path:
+    """ONNX Runtime's dynamic quantization: int8 weights, activations quantized at run time."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = path.with_name(path.stem + ".int8.onnx")
+    quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul", "Gemm"])
+    return out
+
+
+def to_fp16(path: Path) -> Path:
+    """Weights and activations in half precision (GPU), inputs and outputs too."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    out = path.with_name(path.stem + ".fp16.onnx")
+    onnx.save(convert_float_to_float16(onnx.load(str(path))), str(out))
+    return out

@@ -1,0 +1,52 @@
+"""OpenVINO on the CPU (the seed found it the best CPU runtime), from the ONNX export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.inference.runtimes.onnxruntime import require_onnx
+from mlflow_dlaas.inference.scenarios import Predictor
+from mlflow_dlaas.inference.source import ModelSource
+
+
+class OpenVINORuntime(InferenceRuntime):
+    name = "openvino"
+    module = "openvino"
+    extra = "openvino"
+    consumes = "onnx"
+
+    def load(self) -> None:
+        self.ov = import_optional("openvino", extra=self.extra, purpose="The openvino runtime")
+
+    def version(self) -> str:
+        return str(self.ov.get_version())
+
+    def threads_in_force(self) -> dict[str, Any]:
+        return dict(self._in_force)
+
+    def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        if options.device != "cpu":
+            raise ConfigError("the openvino runtime is measured on the CPU here; use device=cpu")
+        if options.precision != "fp32":
+            raise ConfigError("the openvino runtime runs fp32 here; int8 goes through "
+                              "onnxruntime, fp16 needs a GPU")
+        core = self.ov.Core()
+        config: dict[str, Any] = {}
+        if options.parallelism.intra_op_threads is not None:
+            config["INFERENCE_NUM_THREADS"] = options.parallelism.intra_op_threads
+        if options.parallelism.inter_op_threads is not None:
+            config["NUM_STREAMS"] = options.parallelism.inter_op_threads
+        compiled = core.compile_model(str(require_onnx(source, self.name)), "CPU", config)
+        self._in_force = {"intra_op_threads": compiled.get_property("INFERENCE_NUM_THREADS"),
+                          "inter_op_threads": str(compiled.get_property("NUM_STREAMS"))}
+        request = compiled.create_infer_request()
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            return np.array(request.infer([x])[0], dtype=np.float32, copy=True)
+
+        return predict

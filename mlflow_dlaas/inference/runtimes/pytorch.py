@@ -1,0 +1,72 @@
+"""PyTorch eager (``torch.compile`` as an option)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.inference.scenarios import Predictor
+from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+class PyTorchRuntime(InferenceRuntime):
+    name = "pytorch"
+    module = "torch"
+    extra = "torch"
+    consumes = "pytorch"
+
+    def load(self) -> None:
+        self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch runtime")
+
+    def version(self) -> str:
+        return str(self.torch.__version__)
+
+    def _threads(self, settings: ParallelismSettings) -> None:
+        if settings.intra_op_threads is not None:
+            self.torch.set_num_threads(settings.intra_op_threads)
+        if settings.inter_op_threads is not None:
+            self.torch.set_num_interop_threads(settings.inter_op_threads)
+
+    def threads_in_force(self) -> dict[str, Any]:
+        return {"intra_op_threads": self.torch.get_num_threads(),
+                "inter_op_threads": self.torch.get_num_interop_threads()}
+
+    def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        torch = self.torch
+        self._threads(options.parallelism)
+        if options.precision == "int8":
+            raise ConfigError("int8 is done through ONNX Runtime's dynamic quantization: "
+                              "use runtime onnxruntime with precision int8")
+        if options.device == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("device cuda requested, but PyTorch sees no CUDA GPU here")
+        if options.precision == "fp16" and options.device != "cuda":
+            raise ConfigError("fp16 needs device=cuda (half precision on this CPU is not a "
+                              "supported inference path)")
+        module = source.torch_module
+        if module is None:
+            if source.trained_with != "pytorch":
+                raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
+                                  " the pytorch runtime loads PyTorch runs only (serve its ONNX"
+                                  " export with onnxruntime or openvino)")
+            import mlflow.pytorch
+
+            module = mlflow.pytorch.load_model(f"runs:/{source.run_id}/model")
+        device = torch.device(options.device)
+        dtype = torch.float16 if options.precision == "fp16" else torch.float32
+        module = module.to(device=device, dtype=dtype).eval()
+        if options.torch_compile:
+            module = torch.compile(module)
+        sync = torch.cuda.synchronize if options.device == "cuda" else (lambda: None)
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            with torch.inference_mode():
+                out = module(torch.from_numpy(x).to(device=device, dtype=dtype))
+                sync()
+                return out.float().cpu().numpy()
+
+        return predict

@@ -1,0 +1,81 @@
+"""TensorFlow (Keras), with and without XLA."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.inference.scenarios import Predictor
+from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+class TensorFlowRuntime(InferenceRuntime):
+    name = "tensorflow"
+    module = "tensorflow"
+    extra = "tensorflow"
+    consumes = "tensorflow"
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+
+    def load(self) -> None:
+        self.tf = import_optional("tensorflow", extra=self.extra,
+                                  purpose="The tensorflow runtime")
+        self.tf.keras.utils.disable_interactive_logging()
+        self._reference: np.ndarray | None = None
+
+    def version(self) -> str:
+        return str(self.tf.__version__)
+
+    def threads_in_force(self) -> dict[str, Any]:
+        threading = self.tf.config.threading
+        return {"intra_op_threads": threading.get_intra_op_parallelism_threads(),
+                "inter_op_threads": threading.get_inter_op_parallelism_threads()}
+
+    def reference(self) -> np.ndarray | None:
+        return self._reference
+
+    def layout(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        tf = self.tf
+        settings = options.parallelism
+        if settings.intra_op_threads is not None:
+            tf.config.threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
+        if settings.inter_op_threads is not None:
+            tf.config.threading.set_inter_op_parallelism_threads(settings.inter_op_threads)
+        if options.precision != "fp32":
+            raise ConfigError("the tensorflow runtime runs fp32 here; int8 goes through "
+                              "onnxruntime, fp16 needs a GPU runtime")
+        if options.device == "cuda" and not tf.config.list_physical_devices("GPU"):
+            raise ConfigError("device cuda requested, but TensorFlow sees no GPU here")
+        if source.run_id is not None:
+            if source.trained_with != "tensorflow":
+                raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
+                                  " the tensorflow runtime loads TensorFlow runs only")
+            import mlflow.tensorflow
+
+            model = mlflow.tensorflow.load_model(f"runs:/{source.run_id}/model")
+        else:
+            from mlflow_dlaas.frameworks.tensorflow import build_keras
+
+            tf.keras.utils.set_random_seed(0)
+            model = build_keras(tf, source.spec, source.input_shape, source.num_classes)
+            eager = model(tf.constant(self.layout(source.reference_inputs)), training=False)
+            self._reference = np.asarray(eager)
+        compiled = tf.function(lambda x: model(x, training=False),
+                               jit_compile=options.jit_compile)
+        device = "/GPU:0" if options.device == "cuda" else "/CPU:0"
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            with tf.device(device):
+                return compiled(tf.constant(x)).numpy()
+
+        return predict

@@ -1,0 +1,160 @@
+"""Where an inference model comes from: a training run, or fresh from an architecture.
+
+Every source carries reference inputs and the outputs the *source framework* computed on
+them, so that any runtime can be checked against it before timing.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models import MODELS, get_model
+from mlflow_dlaas.models.resnet import RESNET18_CLASSES, RESNET18_INPUT
+from mlflow_dlaas.models.spec import ArchitectureSpec
+
+REFERENCE_SAMPLES = 8
+ONNX_DIR = "onnx"
+DEFAULT_INPUTS = {"cifar10_quick": (3, 32, 32), "resnet18": RESNET18_INPUT}
+FRESH_MODELS = (*MODELS, "resnet18")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model to serve, and the reference its runtime must reproduce."""
+
+    name: str
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    reference_inputs: np.ndarray
+    reference_outputs: np.ndarray
+    reference_framework: str
+    spec: ArchitectureSpec | None = None  # None for resnet18
+    run_id: str | None = None
+    trained_with: str | None = None  # the training run's framework
+    onnx_path: Path | None = None
+    torch_module: Any = None  # the PyTorch module when this process built or loaded it
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip())
+    if not found:
+        raise ConfigError(f"input_shape {text!r} must look like 3x32x32 (channels x height x "
+                          "width)")
+    c, h, w = (int(v) for v in found.groups())
+    return (c, h, w)
+
+
+def run_id_from(model_uri: str) -> str:
+    """``runs:/<id>[/...]`` or a bare run id."""
+    found = re.fullmatch(r"(?:runs:/)?([0-9a-f]{32})(?:/.*)?", model_uri.strip())
+    if not found:
+        raise ConfigError(f"model_uri {model_uri!r} is not runs:/<run id> or a run id")
+    return found.group(1)
+
+
+def fresh_inputs(shape: tuple[int, int, int], seed: int, n: int = REFERENCE_SAMPLES
+                 ) -> np.ndarray:
+    return np.random.default_rng(seed).random((n, *shape), dtype=np.float32)
+
+
+def fresh_torch_source(model: str, shape: tuple[int, int, int] | None, seed: int,
+                       workdir: Path) -> ModelSource:
+    """Build ``model`` in PyTorch with random weights, export ONNX, compute the reference."""
+    from mlflow_dlaas._imports import import_optional
+    from mlflow_dlaas.frameworks.pytorch import build_module
+    from mlflow_dlaas.models.resnet import build_resnet18
+
+    torch = import_optional("torch", extra="torch", purpose="Building fresh models")
+    torch.manual_seed(seed)
+    shape = shape or DEFAULT_INPUTS.get(model, (1, 28, 28))
+    if model == "resnet18":
+        module, spec, classes = build_resnet18(torch), None, RESNET18_CLASSES
+    else:
+        spec = get_model(model)
+        classes = 10
+        spec.shapes(shape, classes)
+        module = build_module(torch, spec, shape, classes)
+    module.eval()
+    inputs = fresh_inputs(shape, seed)
+    with torch.inference_mode():
+        outputs = module(torch.from_numpy(inputs)).numpy()
+    onnx_path = workdir / "model.onnx"
+    export_torch_onnx(torch, module, inputs, onnx_path)
+    return ModelSource(model, shape, classes, inputs, outputs, "pytorch", spec,
+                       onnx_path=onnx_path, torch_module=module)
+
+
+def export_torch_onnx(torch: Any, module: Any, example: np.ndarray, path: Path) -> None:
+    """ONNX with a dynamic batch dimension (TorchScript exporter: no onnxscript needed)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.from_numpy(example[:1]),), str(path),
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                          dynamo=False)
+
+
+def fresh_native_source(model: str, shape: tuple[int, int, int] | None, seed: int,
+                        framework: str) -> ModelSource:
+    """A spec to be built natively by the runtime itself (TensorFlow, MXNet)."""
+    if model == "resnet18":
+        raise ConfigError(f"resnet18 is built in PyTorch; serve it with the pytorch, "
+                          f"onnxruntime or openvino runtime, not {framework}")
+    spec = get_model(model)
+    shape = shape or DEFAULT_INPUTS.get(model, (1, 28, 28))
+    spec.shapes(shape, 10)
+    inputs = fresh_inputs(shape, seed)
+    return ModelSource(model, shape, 10, inputs, np.empty((0,)), framework, spec)
+
+
+def run_source(run_id: str, workdir: Path) -> ModelSource:
+    """The model of a training run: its params, its ONNX export and reference outputs."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    client = mlflow.MlflowClient()
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as e:
+        raise ConfigError(f"training run {run_id} does not exist in "
+                          f"{mlflow.get_tracking_uri()}: {e.message}") from None
+    params = run.data.params
+    if "model" not in params or "input_shape" not in params:
+        raise ConfigError(f"run {run_id} is not an mlflow-dlaas training run (no model / "
+                          "input_shape params)")
+    shape = parse_shape(params["input_shape"])
+    spec = get_model(params["model"])
+    framework = run.data.tags.get("dlaas.framework", "unknown")
+    onnx_path = None
+    reference_inputs = fresh_inputs(shape, 0)
+    reference_outputs = np.empty((0,))
+    try:
+        local = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=ONNX_DIR,
+                                                         dst_path=str(workdir)))
+        onnx_path = local / "model.onnx" if (local / "model.onnx").is_file() else None
+        reference_inputs = np.load(local / "reference_inputs.npy")
+        reference_outputs = np.load(local / "reference_outputs.npy")
+    except (MlflowException, OSError):
+        pass  # runtimes that need ONNX will say so
+    return ModelSource(params["model"], shape, int(params.get("num_classes", 10)),
+                       reference_inputs, reference_outputs, framework, spec, run_id=run_id,
+                       trained_with=framework, onnx_path=onnx_path)
+
+
+def log_reference(directory: Path, inputs: np.ndarray, outputs: np.ndarray) -> None:
+    """Write the reference arrays beside an ONNX export (done by training runs)."""
+    np.save(directory / "reference_inputs.npy", inputs)
+    np.save(directory / "reference_outputs.npy", outputs)
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="dlaas-infer-"))
