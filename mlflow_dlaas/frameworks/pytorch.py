@@ -143,8 +143,9 @@ class PyTorchTrainer(Trainer):
     def log_model(self, artifact_path: str, example: np.ndarray) -> str:
         import mlflow.pytorch
 
+        # pickle keeps an nn.Module (pt2 would load as a torch.export program, no .eval())
         mlflow.pytorch.log_model(self.model.cpu(), name=artifact_path,
-                                 input_example=example[:1])
+                                 input_example=example[:1], serialization_format="pickle")
         self.model.to(self.device)
         return "mlflow.pytorch"
 

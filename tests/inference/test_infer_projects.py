@@ -1,0 +1,101 @@
+"""Inference through the real `mlflow run projects/<runtime> -e infer` path."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.run_lifecycle import REASON_TAG
+from tests.conftest import runs_of
+from tests.workloads.projects import mlflow_run
+
+pytestmark = pytest.mark.slow
+SMALL = {"model": "lenet5", "batch_sizes": "1,4", "min_query_count": 20,
+         "min_duration_s": 0.2, "warmup_queries": 3, "ensemble_size": 2,
+         "scenarios": "single_stream,offline,server,ensemble", "monitor_interval": 0.1}
+NEEDS = {"pytorch": ["torch"], "tensorflow": ["tensorflow"],
+         "onnxruntime": ["torch", "onnx", "onnxruntime"], "openvino": ["torch", "onnx", "openvino"]}
+SAME_KEYS = ["load_time_seconds", "equivalence/max_abs_error", "single_stream/latency_p50_ms",
+             "single_stream/latency_p99_ms", "single_stream/query_count",
+             "offline/throughput_samples_per_second", "server/latency_p99_ms",
+             "server/achieved_qps", "ensemble/throughput_samples_per_second",
+             "ensemble/model1_latency_p99_ms", "single_stream/peak_proc_rss_bytes",
+             "offline/proc_cpu_seconds"]
+
+
+def _skip_unless(modules: list[str]) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed here")
+
+
+def _finished(experiment: str) -> mlflow.entities.Run:
+    (run,) = runs_of(experiment)
+    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
+    return run
+
+
+@pytest.mark.parametrize("runtime", list(NEEDS))
+def test_every_scenario_runs_with_the_same_metric_keys(tracking: str, runtime: str) -> None:
+    _skip_unless(NEEDS[runtime])
+    out = mlflow_run(runtime, tracking, SMALL, entry="infer", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _finished(tracking)
+    for key in SAME_KEYS:
+        assert key in run.data.metrics, key
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id,
+                                                       "single_stream/latency_p99_ms")
+    assert sorted(h.step for h in history) == [1, 4]  # step = batch size
+    assert run.data.metrics["single_stream/query_count"] >= 20
+    assert run.data.params["min_query_count"] == "20"
+    assert run.data.tags["dlaas.runtime"] == runtime
+    assert run.data.params["in_force_intra_op_threads"]
+
+
+def test_mxnet_serves_in_its_own_virtualenv(tracking: str) -> None:
+    if shutil.which("pyenv") is None:
+        pytest.skip("MLflow's virtualenv manager needs pyenv for the exact Python 3.11.7")
+    params = {**SMALL, "scenarios": "single_stream,offline"}
+    out = mlflow_run("mxnet", tracking, params, entry="infer", env_manager="virtualenv",
+                     timeout=1500)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _finished(tracking)
+    assert "offline/throughput_samples_per_second" in run.data.metrics
+
+
+def test_a_training_run_is_served_by_onnxruntime_and_pytorch(tracking: str) -> None:
+    _skip_unless(NEEDS["onnxruntime"])
+    out = mlflow_run("pytorch", tracking, {"epochs": 1, "log_model": "true"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    (trained,) = runs_of(tracking)
+    uri = f"runs:/{trained.info.run_id}"
+    for runtime in ("onnxruntime", "pytorch"):
+        out = mlflow_run(runtime, tracking, {**SMALL, "scenarios": "single_stream",
+                                             "model_uri": uri}, entry="infer")
+        assert out.returncode == 0, out.stderr[-3000:]
+    served = [r for r in runs_of(tracking) if r.data.tags.get("dlaas.entry") == "infer"]
+    assert {r.info.status for r in served} == {"FINISHED"}
+    assert all(r.data.params["reference_framework"] == "pytorch" for r in served)
+    assert all(r.data.metrics["equivalence/max_abs_error"] < 1e-3 for r in served)
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [
+        ({"model_uri": "runs:/" + "0" * 32}, "does not exist"),
+        ({"batch_sizes": "0,4"}, "batch_sizes must be positive"),
+        ({"precision": "fp16"}, "fp16 needs device=cuda"),
+    ],
+    ids=["missing-run", "zero-batch", "fp16-on-cpu"],
+)
+def test_bad_input_fails_the_run_with_the_reason(tracking: str, params: dict, reason: str
+                                                 ) -> None:
+    _skip_unless(NEEDS["onnxruntime"])
+    out = mlflow_run("onnxruntime", tracking, {**SMALL, **params}, entry="infer", timeout=300)
+    assert out.returncode != 0 and reason in out.stderr
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED"
+    assert reason in run.data.tags[REASON_TAG]
