@@ -49,6 +49,7 @@ class LatencyResult:
             f"{prefix}/latency_mean_ms": self.mean_ms,
             f"{prefix}/latency_stdev_ms": self.stdev_ms,
             f"{prefix}/query_count": float(self.count),
-            f"{prefix}/duration_seconds": self.duration_s,
+            # not duration_seconds: {phase}/duration_seconds is the monitor's whole phase
+            f"{prefix}/measured_seconds": self.duration_s,
             f"{prefix}/throughput_samples_per_second": self.throughput_samples_per_s,
         }

@@ -9,7 +9,16 @@ import pytest
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.monitor import ResourceMonitor, Sampler
-from mlflow_dlaas.workloads.sample import matmul_burn
+
+
+def matmul_burn(seconds: float, size: int = 256) -> None:
+    """Busy the CPU with matrix products for ``seconds``."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((size, size))
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        a = np.tanh(a @ a.T / size)
 
 
 class Exploding(Sampler):
