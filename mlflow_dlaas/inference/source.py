@@ -118,9 +118,12 @@ def fresh_native_source(model: str, shape: tuple[int, int, int] | None, seed: in
 
 def run_source(run_id: str, workdir: Path) -> ModelSource:
     """The model of a training run: its params, its ONNX export and reference outputs."""
+    import os
+
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep logs readable
     client = mlflow.MlflowClient()
     try:
         run = client.get_run(run_id)
