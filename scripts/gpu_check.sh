@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The GPU checks, as one prepared command for a machine with an NVIDIA GPU.
-# Exercises the NVML paths of the monitor and the fingerprint on real hardware; on a machine
-# without an NVIDIA driver it says so and exits 0 (nothing to check there).
-set -euo pipefail
+# The GPU checks, as one prepared command for a machine with an NVIDIA GPU:
+#   1. the monitor's NVML paths and the fingerprint on real hardware;
+#   2. CUDA training in PyTorch and TensorFlow (issue: training);
+#   3. ONNX Runtime's CUDA provider, fp32 and fp16, and PyTorch fp16 (issue: inference).
+# Uses .venv/bin/python when present, else $PY (default python3), with this checkout on
+# PYTHONPATH; a step whose framework or GPU build is missing says SKIP with the reason.
+# On a machine without an NVIDIA driver it says so and exits 0.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: SKIP: no NVIDIA GPU or driver on this machine"
@@ -10,12 +14,15 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 nvidia-smi -L
 PY=${PY:-python3}
-if [ ! -x .venv/bin/python ]; then
-  $PY -m venv .venv
-  .venv/bin/pip install -q -e '.[nvidia,dev]'
-fi
+[ -x .venv/bin/python ] && PY=.venv/bin/python
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export MLFLOW_TRACKING_URI="sqlite:///$(mktemp -d)/mlflow.db"
-.venv/bin/python - <<'PY'
+status=0
+has() { "$PY" -c "$1" >/dev/null 2>&1; }
+step() { echo; echo "== $1"; }
+
+step "NVML monitor and fingerprint"
+"$PY" - <<'PY' || status=1
 import time
 
 import mlflow
@@ -37,5 +44,32 @@ for key in ("run/peak_gpu0_power_watts", "run/peak_gpu0_memory_used_bytes",
     assert key in metrics, f"missing {key}"
 assert metrics["run/gpu0_energy_joules"] > 0
 print("unavailable:", monitor.result.unavailable)
-print("gpu_check: monitor NVML OK")
 PY
+
+train() {
+  "$PY" -m mlflow_dlaas.workloads.train --framework "$1" --device cuda --epochs 1 \
+    --log_model false --monitor_interval 0.1 || status=1
+}
+step "PyTorch CUDA training"
+if has "import torch; assert torch.cuda.is_available()"; then train pytorch
+else echo "SKIP: torch with CUDA is not installed here"; fi
+step "TensorFlow GPU training"
+if has "import tensorflow as tf; assert tf.config.list_physical_devices('GPU')"; then
+  train tensorflow
+else echo "SKIP: TensorFlow with a GPU is not installed here"; fi
+
+infer() {
+  "$PY" -m mlflow_dlaas.workloads.infer --runtime "$1" --device cuda --precision "$2" \
+    --batch_sizes 1,32 --scenarios single_stream,offline --min_query_count 50 || status=1
+}
+step "ONNX Runtime CUDA provider, fp32 and fp16"
+if has "import onnxruntime as o, torch; assert 'CUDAExecutionProvider' in o.get_available_providers()"; then
+  infer onnxruntime fp32; infer onnxruntime fp16
+else echo "SKIP: onnxruntime-gpu (CUDAExecutionProvider) is not installed here"; fi
+step "PyTorch fp16 inference"
+if has "import torch; assert torch.cuda.is_available()"; then infer pytorch fp16
+else echo "SKIP: torch with CUDA is not installed here"; fi
+
+echo
+[ "$status" -eq 0 ] && echo "gpu_check: OK" || echo "gpu_check: FAILED"
+exit "$status"
