@@ -1,8 +1,8 @@
 """Steady-state training speed of each adapter against a bare hand-written loop.
 
 Same framework, model (lenet5), data (mnist5k), batch size and threads; the adapter's
-``train_steps`` and a textbook loop alternate epoch by epoch in one process, so both see the
-same machine noise. Prints median samples/s of each and the adapter's tax in percent.
+``train_steps`` and a textbook loop alternate epoch by epoch in one process (ABBA order), so
+both see the same machine noise. Prints median samples/s of each and the adapter's tax in percent.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow] [--rounds 5]
 """
@@ -117,8 +117,9 @@ def main() -> None:
         for run in runners.values():  # warm-up: tracing, allocator, caches
             run()
         rates: dict[str, list[float]] = {k: [] for k in runners}
-        for _ in range(args.rounds):
-            for label, run in runners.items():
+        for round_ in range(args.rounds):
+            order = list(runners.items())
+            for label, run in order if round_ % 2 == 0 else reversed(order):  # ABBA order
                 t0 = time.perf_counter()
                 run()
                 rates[label].append(len(x) / (time.perf_counter() - t0))

@@ -98,7 +98,7 @@ class PyTorchTrainer(Trainer):
         else:
             self.optimizer = torch.optim.Adam(params, lr=options.learning_rate, eps=1e-8,
                                               weight_decay=options.weight_decay)
-        self.loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
+        self.loss_fn = torch.nn.CrossEntropyLoss()
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -121,10 +121,10 @@ class PyTorchTrainer(Trainer):
             xb, yb = xs[start : start + batch_size], ys[start : start + batch_size]
             self.optimizer.zero_grad(set_to_none=True)
             logits = self.model(xb)
-            loss = self.loss_fn(logits, yb)
-            (loss / len(yb)).backward()
+            loss = self.loss_fn(logits, yb)  # batch mean, as the textbook loop
+            loss.backward()
             self.optimizer.step()
-            loss_sum += loss.detach()
+            loss_sum += loss.detach() * len(yb)
             correct += (logits.detach().argmax(1) == yb).sum()
             steps += 1
             samples += len(yb)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -72,14 +73,16 @@ class ProcessTreeSampler(Sampler):
         return values
 
     def _refresh_tree(self) -> list[psutil.Process]:
-        try:
-            children = self._root.children(recursive=True)
-        except _GONE:
-            children = []
         live = {self.pid: self._root}
-        for child in children:
-            known = self._procs.get(child.pid)
-            live[child.pid] = known if known is not None and known == child else child
+        for pid in _descendant_pids(self._root):
+            known = self._procs.get(pid)
+            if known is not None:
+                live[pid] = known
+                continue
+            try:
+                live[pid] = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                continue
         self._procs = live
         return list(live.values())
 
@@ -109,6 +112,44 @@ class ProcessTreeSampler(Sampler):
     def _counter_sums(self) -> tuple[int, int, int]:
         seen = self._last_seen.values()
         return (sum(s[0] for s in seen), sum(s[1] for s in seen), sum(s[2] for s in seen))
+
+
+def _children_files_work() -> bool:
+    me = os.getpid()
+    return Path(f"/proc/{me}/task/{me}/children").exists()
+
+
+_FAST_CHILDREN = _children_files_work()
+
+
+def _descendant_pids(root: psutil.Process) -> list[int]:
+    """Every descendant of ``root``.
+
+    Linux's ``/proc/PID/task/TID/children`` walks only the tree (psutil's fallback reads the
+    stat file of every process on the machine: about 5 ms a sample with 90 processes).
+    """
+    if not _FAST_CHILDREN:
+        try:
+            return [child.pid for child in root.children(recursive=True)]
+        except _GONE:
+            return []
+    found: list[int] = []
+    stack = [root.pid]
+    while stack:
+        pid = stack.pop()
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found.extend(kids)
+            stack.extend(kids)
+    return found
 
 
 def _io(proc: psutil.Process) -> tuple[int, int]:
