@@ -28,12 +28,7 @@ class MXNetAdapter(FrameworkAdapter):
     extra = "mxnet"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        env = {}
-        if settings.inter_op_threads is not None:
-            env["MXNET_CPU_WORKER_NTHREADS"] = str(settings.inter_op_threads)
-        if settings.intra_op_threads is not None and settings.omp_threads is None:
-            env["OMP_NUM_THREADS"] = str(settings.intra_op_threads)
-        return env
+        return thread_environment(settings)
 
     def load(self) -> None:
         self.mx = import_optional("mxnet", extra=self.extra, purpose="The mxnet framework",
@@ -46,12 +41,7 @@ class MXNetAdapter(FrameworkAdapter):
         """Nothing to call: :meth:`environment` set everything before import."""
 
     def threads_in_force(self) -> dict[str, Any]:
-        pools = process_settings_in_force()
-        omp = [v for k, v in pools.items() if k.startswith("openmp_")]
-        return {
-            "intra_op_threads": max(omp) if omp else os.environ.get("OMP_NUM_THREADS", "default"),
-            "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
-        }
+        return threads_in_force()
 
     def device_available(self, device: str) -> bool:
         return device == "cpu" or self.mx.context.num_gpus() > 0
@@ -59,6 +49,26 @@ class MXNetAdapter(FrameworkAdapter):
     def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
               num_classes: int, options: BuildOptions) -> Trainer:
         return MXNetTrainer(self.mx, spec, input_shape, num_classes, options)
+
+
+def thread_environment(settings: ParallelismSettings) -> dict[str, str]:
+    """MXNet reads its pools at import: worker threads and OpenMP."""
+    env = {}
+    if settings.inter_op_threads is not None:
+        env["MXNET_CPU_WORKER_NTHREADS"] = str(settings.inter_op_threads)
+    if settings.intra_op_threads is not None and settings.omp_threads is None:
+        env["OMP_NUM_THREADS"] = str(settings.intra_op_threads)
+    return env
+
+
+def threads_in_force() -> dict[str, Any]:
+    """No read-back call exists: the OpenMP pool through threadpoolctl, the workers from
+    the variable the engine read at import."""
+    omp = [v for k, v in process_settings_in_force().items() if k.startswith("openmp_")]
+    return {
+        "intra_op_threads": max(omp) if omp else os.environ.get("OMP_NUM_THREADS", "default"),
+        "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1")),
+    }
 
 
 def build_gluon(mx: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],

@@ -25,14 +25,10 @@ class PyTorchAdapter(FrameworkAdapter):
         return str(self.torch.__version__)
 
     def configure_threads(self, settings: ParallelismSettings) -> None:
-        if settings.intra_op_threads is not None:
-            self.torch.set_num_threads(settings.intra_op_threads)
-        if settings.inter_op_threads is not None:
-            self.torch.set_num_interop_threads(settings.inter_op_threads)
+        set_threads(self.torch, settings)
 
     def threads_in_force(self) -> dict[str, Any]:
-        return {"intra_op_threads": self.torch.get_num_threads(),
-                "inter_op_threads": self.torch.get_num_interop_threads()}
+        return threads_in_force(self.torch)
 
     def device_available(self, device: str) -> bool:
         return device == "cpu" or (device == "cuda" and self.torch.cuda.is_available())
@@ -40,6 +36,19 @@ class PyTorchAdapter(FrameworkAdapter):
     def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
               num_classes: int, options: BuildOptions) -> Trainer:
         return PyTorchTrainer(self.torch, spec, input_shape, num_classes, options)
+
+
+def set_threads(torch: Any, settings: ParallelismSettings) -> None:
+    """PyTorch's intra-op pool (also its OpenMP) and inter-op pool (settable once)."""
+    if settings.intra_op_threads is not None:
+        torch.set_num_threads(settings.intra_op_threads)
+    if settings.inter_op_threads is not None:
+        torch.set_num_interop_threads(settings.inter_op_threads)
+
+
+def threads_in_force(torch: Any) -> dict[str, Any]:
+    return {"intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads()}
 
 
 def build_module(torch: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],

@@ -19,9 +19,6 @@ class TensorFlowAdapter(FrameworkAdapter):
     module = "tensorflow"
     extra = "tensorflow"
 
-    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-
     def load(self) -> None:
         self.tf = import_optional("tensorflow", extra=self.extra,
                                   purpose="The tensorflow framework")
@@ -30,18 +27,14 @@ class TensorFlowAdapter(FrameworkAdapter):
     def version(self) -> str:
         return str(self.tf.__version__)
 
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        return quiet_environment()
+
     def configure_threads(self, settings: ParallelismSettings) -> None:
-        threading = self.tf.config.threading
-        if settings.intra_op_threads is not None:
-            threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
-        if settings.inter_op_threads is not None:
-            threading.set_inter_op_parallelism_threads(settings.inter_op_threads)
+        set_threads(self.tf, settings)
 
     def threads_in_force(self) -> dict[str, Any]:
-        threading = self.tf.config.threading
-        # TensorFlow reports 0 for "its default: one per core".
-        return {"intra_op_threads": threading.get_intra_op_parallelism_threads(),
-                "inter_op_threads": threading.get_inter_op_parallelism_threads()}
+        return threads_in_force(self.tf)
 
     def device_available(self, device: str) -> bool:
         return device == "cpu" or bool(self.tf.config.list_physical_devices("GPU"))
@@ -49,6 +42,26 @@ class TensorFlowAdapter(FrameworkAdapter):
     def build(self, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
               num_classes: int, options: BuildOptions) -> Trainer:
         return TensorFlowTrainer(self.tf, spec, input_shape, num_classes, options)
+
+
+def quiet_environment() -> dict[str, str]:
+    """TensorFlow's C++ logging down to warnings, unless the user chose otherwise."""
+    return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+
+
+def set_threads(tf: Any, settings: ParallelismSettings) -> None:
+    threading = tf.config.threading
+    if settings.intra_op_threads is not None:
+        threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
+    if settings.inter_op_threads is not None:
+        threading.set_inter_op_parallelism_threads(settings.inter_op_threads)
+
+
+def threads_in_force(tf: Any) -> dict[str, Any]:
+    """As TensorFlow reports them; 0 means "its default: one per core"."""
+    threading = tf.config.threading
+    return {"intra_op_threads": threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": threading.get_inter_op_parallelism_threads()}
 
 
 def build_keras(tf: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
-import signal
 import sys
 import threading
 import time
@@ -23,7 +21,6 @@ import mlflow
 import numpy as np
 
 from mlflow_dlaas.environment import as_tags, fingerprint
-from mlflow_dlaas.errors import DlaasError
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import LatencyResult
@@ -41,7 +38,7 @@ from mlflow_dlaas.monitor import ResourceMonitor
 from mlflow_dlaas.parallelism import apply_process_settings, process_settings_in_force
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
-from mlflow_dlaas.workloads.train import parse_cli_params
+from mlflow_dlaas.workloads.entry import run_entry_point
 
 log = logging.getLogger(__name__)
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
@@ -207,27 +204,11 @@ SCENARIO_RUNNERS = {"single_stream": _single_stream, "offline": _offline, "serve
                     "ensemble": _ensemble}
 
 
-def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; under ``mlflow run`` even a bad parameter ends the run FAILED."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        params = parse_cli_params(sys.argv[1:] if argv is None else argv)
-        if os.environ.get("MLFLOW_RUN_ID"):
-            configure_tracking(announce=False)
-            with failing_run_guard():
-                run_id = run_inference(InferConfig.from_params(params))
-        else:
-            run_id = run_inference(InferConfig.from_params(params))
-    except DlaasError as e:
-        print(f"mlflow-dlaas infer: error: {e}", file=sys.stderr)
-        return e.exit_code
-    print(f"run {run_id}: inference benchmark done", file=sys.stderr)
-    return 0
+    """Entry point of every project's ``infer``."""
+    return run_entry_point(
+        "infer", argv, lambda params: run_inference(InferConfig.from_params(params)),
+        lambda run_id: f"run {run_id}: inference benchmark done")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import signal
 import sys
 import tempfile
 import time
@@ -25,7 +23,7 @@ import numpy as np
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import as_tags, fingerprint
-from mlflow_dlaas.errors import ConfigError, DlaasError, WorkloadError
+from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
@@ -33,6 +31,7 @@ from mlflow_dlaas.monitor import ResourceMonitor
 from mlflow_dlaas.parallelism import apply_process_settings, process_settings_in_force
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
+from mlflow_dlaas.workloads.entry import run_entry_point
 
 log = logging.getLogger(__name__)
 EVAL_BATCH = 500
@@ -49,18 +48,6 @@ class TrainingResult:
     time_to_accuracy_s: float | None
     epochs: int
     steps: int
-
-
-def parse_cli_params(argv: Sequence[str]) -> dict[str, str]:
-    """``--key value`` pairs (what MLflow Projects appends) into a dict."""
-    params: dict[str, str] = {}
-    items = list(argv)
-    while items:
-        key = items.pop(0)
-        if not key.startswith("--") or not items:
-            raise ConfigError(f"expected '--name value' pairs, got {key!r}; e.g. --batch_size 32")
-        params[key[2:].replace("-", "_")] = items.pop(0)
-    return params
 
 
 def run_training(config: TrainConfig) -> TrainingResult:
@@ -203,32 +190,12 @@ def _save(trainer: Trainer, config: TrainConfig, dataset: Dataset) -> None:
     mlflow.set_tags(tags)
 
 
-def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse params, train, exit 0, or print the error and exit non-zero.
-
-    Under ``mlflow run`` the run exists before we start, so even a bad parameter ends it
-    FAILED with the reason; run directly, bad parameters are refused before any run exists.
-    """
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        params = parse_cli_params(sys.argv[1:] if argv is None else argv)
-        if os.environ.get("MLFLOW_RUN_ID"):
-            configure_tracking(announce=False)
-            with failing_run_guard():
-                result = run_training(TrainConfig.from_params(params))
-        else:
-            result = run_training(TrainConfig.from_params(params))
-    except DlaasError as e:
-        print(f"mlflow-dlaas train: error: {e}", file=sys.stderr)
-        return e.exit_code
-    print(f"run {result.run_id}: test accuracy {result.final_test_accuracy:.4f}, "
-          f"train {result.train_time_s:.2f} s, test {result.test_time_s:.3f} s", file=sys.stderr)
-    return 0
+    """Entry point of ``projects/<framework>``'s ``train``."""
+    return run_entry_point(
+        "train", argv, lambda params: run_training(TrainConfig.from_params(params)),
+        lambda r: f"run {r.run_id}: test accuracy {r.final_test_accuracy:.4f}, "
+                  f"train {r.train_time_s:.2f} s, test {r.test_time_s:.3f} s")
 
 
 if __name__ == "__main__":

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.tuning.servers import mlflow_server
 from tests.tuning.studies import study_cli, write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -48,36 +43,6 @@ def databases() -> Iterator[tuple[str, str]]:
         for name in names:
             cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     conn.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def mlflow_server(backend: str, artifacts: Path) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [shutil.which("mlflow"), "server", "--backend-store-uri", backend, "--host", "127.0.0.1",
-         "--port", str(port), "--artifacts-destination", str(artifacts), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mlflow server did not start") from None
-                time.sleep(1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_three_workers_share_one_study_and_one_parent(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +9,11 @@ import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.mxnet import INSTALL_HINT
+from mlflow_dlaas.frameworks.mxnet import INSTALL_HINT, thread_environment, threads_in_force
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
-from mlflow_dlaas.parallelism import ParallelismSettings, process_settings_in_force
+from mlflow_dlaas.parallelism import ParallelismSettings
 
 
 class MXNetRuntime(InferenceRuntime):
@@ -24,12 +23,7 @@ class MXNetRuntime(InferenceRuntime):
     consumes = "mxnet"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        env = {}
-        if settings.inter_op_threads is not None:
-            env["MXNET_CPU_WORKER_NTHREADS"] = str(settings.inter_op_threads)
-        if settings.intra_op_threads is not None and settings.omp_threads is None:
-            env["OMP_NUM_THREADS"] = str(settings.intra_op_threads)
-        return env
+        return thread_environment(settings)
 
     def load(self) -> None:
         self.mx = import_optional("mxnet", extra=self.extra, purpose="The mxnet runtime",
@@ -40,9 +34,7 @@ class MXNetRuntime(InferenceRuntime):
         return str(self.mx.__version__)
 
     def threads_in_force(self) -> dict[str, Any]:
-        omp = [v for k, v in process_settings_in_force().items() if k.startswith("openmp_")]
-        return {"intra_op_threads": max(omp) if omp else "default",
-                "inter_op_threads": int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"))}
+        return threads_in_force()
 
     def reference(self) -> np.ndarray | None:
         return self._reference

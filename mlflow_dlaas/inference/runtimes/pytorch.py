@@ -8,10 +8,10 @@ import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.frameworks.pytorch import set_threads, threads_in_force
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
-from mlflow_dlaas.parallelism import ParallelismSettings
 
 
 class PyTorchRuntime(InferenceRuntime):
@@ -26,19 +26,12 @@ class PyTorchRuntime(InferenceRuntime):
     def version(self) -> str:
         return str(self.torch.__version__)
 
-    def _threads(self, settings: ParallelismSettings) -> None:
-        if settings.intra_op_threads is not None:
-            self.torch.set_num_threads(settings.intra_op_threads)
-        if settings.inter_op_threads is not None:
-            self.torch.set_num_interop_threads(settings.inter_op_threads)
-
     def threads_in_force(self) -> dict[str, Any]:
-        return {"intra_op_threads": self.torch.get_num_threads(),
-                "inter_op_threads": self.torch.get_num_interop_threads()}
+        return threads_in_force(self.torch)
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch
-        self._threads(options.parallelism)
+        set_threads(torch, options.parallelism)
         if options.precision == "int8":
             raise ConfigError("int8 is done through ONNX Runtime's dynamic quantization: "
                               "use runtime onnxruntime with precision int8")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.frameworks.tensorflow import quiet_environment, set_threads, threads_in_force
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
@@ -22,7 +22,7 @@ class TensorFlowRuntime(InferenceRuntime):
     consumes = "tensorflow"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        return quiet_environment()
 
     def load(self) -> None:
         self.tf = import_optional("tensorflow", extra=self.extra,
@@ -34,9 +34,7 @@ class TensorFlowRuntime(InferenceRuntime):
         return str(self.tf.__version__)
 
     def threads_in_force(self) -> dict[str, Any]:
-        threading = self.tf.config.threading
-        return {"intra_op_threads": threading.get_intra_op_parallelism_threads(),
-                "inter_op_threads": threading.get_inter_op_parallelism_threads()}
+        return threads_in_force(self.tf)
 
     def reference(self) -> np.ndarray | None:
         return self._reference
@@ -46,11 +44,7 @@ class TensorFlowRuntime(InferenceRuntime):
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         tf = self.tf
-        settings = options.parallelism
-        if settings.intra_op_threads is not None:
-            tf.config.threading.set_intra_op_parallelism_threads(settings.intra_op_threads)
-        if settings.inter_op_threads is not None:
-            tf.config.threading.set_inter_op_parallelism_threads(settings.inter_op_threads)
+        set_threads(tf, options.parallelism)
         if options.precision != "fp32":
             raise ConfigError("the tensorflow runtime runs fp32 here; int8 goes through "
                               "onnxruntime, fp16 needs a GPU runtime")

@@ -1,0 +1,58 @@
+"""What every workload entry point shares: params from ``--name value`` pairs, signals, and
+runs that end FAILED with the reason, even for a bad parameter under ``mlflow run``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from mlflow_dlaas.errors import ConfigError, DlaasError
+from mlflow_dlaas.run_lifecycle import failing_run_guard
+from mlflow_dlaas.tracking import configure_tracking
+
+R = TypeVar("R")
+
+
+def parse_cli_params(argv: Sequence[str]) -> dict[str, str]:
+    """``--key value`` pairs (what MLflow Projects appends) into a dict."""
+    params: dict[str, str] = {}
+    items = list(argv)
+    while items:
+        key = items.pop(0)
+        if not key.startswith("--") or not items:
+            raise ConfigError(f"expected '--name value' pairs, got {key!r}; e.g. --batch_size 32")
+        params[key[2:].replace("-", "_")] = items.pop(0)
+    return params
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def run_entry_point(name: str, argv: Sequence[str] | None,
+                    work: Callable[[Mapping[str, str]], R], done: Callable[[R], str]) -> int:
+    """Parse params, run ``work`` on them, print ``done(result)``; exit code 0 or the error's.
+
+    Under ``mlflow run`` the run exists before we start, so a bad parameter ends it FAILED
+    with the reason; run directly, bad parameters are refused before any run exists.
+    SIGTERM (a study's timeout, a scheduler) ends the run KILLED instead of leaving it RUNNING.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        params = parse_cli_params(sys.argv[1:] if argv is None else argv)
+        if os.environ.get("MLFLOW_RUN_ID"):
+            configure_tracking(announce=False)
+            with failing_run_guard():
+                result = work(params)
+        else:
+            result = work(params)
+    except DlaasError as e:
+        print(f"mlflow-dlaas {name}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(done(result), file=sys.stderr)
+    return 0

@@ -1,0 +1,66 @@
+"""A study against a tracking server with authentication; the password is never recorded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import uuid
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from tests.tuning.servers import mlflow_server
+from tests.tuning.studies import study_cli, write_spec
+
+pytestmark = pytest.mark.slow
+SECRET = f"pw-{uuid.uuid4().hex}"
+
+
+def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
+    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the trials train with PyTorch (extra: torch)")
+    config = tmp_path / "basic_auth.ini"
+    config.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{tmp_path / 'auth.db'}\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    server_env = {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": SECRET,
+                  "MLFLOW_FLASK_SERVER_SECRET_KEY": uuid.uuid4().hex}
+    name = f"auth-{uuid.uuid4().hex[:6]}"
+    spec = write_spec(tmp_path, name=name, n_trials=1)
+    with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts",
+                       "--app-name", "basic-auth", env=server_env) as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_AUTH")}
+        env.update(MLFLOW_TRACKING_URI=url, MLFLOW_TRACKING_USERNAME="admin")
+        refused = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o1.db'}",
+                            env=env, timeout=300)
+        assert refused.returncode != 0  # no password: the server says no
+        env["MLFLOW_TRACKING_PASSWORD"] = SECRET
+        out = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o2.db'}",
+                        env=env, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert SECRET not in out.stdout + out.stderr
+
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
+        client = mlflow.MlflowClient(url)
+        experiment = client.get_experiment_by_name(name)
+        runs = client.search_runs([experiment.experiment_id])
+        assert len(runs) == 2  # the study and its trial
+        for run in runs:
+            recorded = json.dumps([run.data.params, run.data.tags])
+            assert SECRET not in recorded
+            for artifact in _walk(client, run.info.run_id, ""):
+                local = client.download_artifacts(run.info.run_id, artifact, str(tmp_path))
+                assert SECRET.encode() not in Path(local).read_bytes(), artifact
+
+
+def _walk(client: mlflow.MlflowClient, run_id: str, path: str) -> list[str]:
+    files = []
+    for info in client.list_artifacts(run_id, path or None):
+        files += _walk(client, run_id, info.path) if info.is_dir else [info.path]
+    return files
