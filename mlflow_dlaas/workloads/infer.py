@@ -147,48 +147,56 @@ def _server(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
 
 def _ensemble(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
               rule: scenarios.StoppingRule) -> None:
-    """K copies served at once, as threads of this process or as K processes."""
+    """K copies served at once, as threads of this process or as K processes.
+
+    Every copy is loaded first; then all start together, each in single-stream, so the
+    measured windows overlap. Aggregate throughput = all samples / the longest window.
+    """
     x = data[:1]
     k = config.ensemble_size
-    started = time.perf_counter()
     if config.ensemble_mode == "threads":
         runtime = get_runtime(config.runtime)
         runtime.load()
         source = resolve_source(config, runtime, workdir())
         members = [predict] + [runtime.prepare(source, options_of(config)) for _ in range(k - 1)]
-        results: list[LatencyResult | None] = [None] * k
+        results: list[LatencyResult] = []
+        lock = threading.Lock()
 
-        def serve(i: int) -> None:
-            results[i] = scenarios.single_stream(members[i], x, rule)
+        def serve(member: scenarios.Predictor) -> None:
+            result = scenarios.single_stream(member, x, rule)
+            with lock:
+                results.append(result)
 
-        threads = [threading.Thread(target=serve, args=(i,)) for i in range(k)]
+        threads = [threading.Thread(target=serve, args=(m,)) for m in members]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     else:
         context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        procs = [context.Process(target=_ensemble_member, args=(config, i, queue))
-                 for i in range(k)]
+        queue, go = context.Queue(), context.Event()
+        procs = [context.Process(target=_ensemble_member, args=(config, queue, go))
+                 for _ in range(k)]
         for p in procs:
             p.start()
-        received = dict(queue.get(timeout=600) for _ in procs)
+        for _ in procs:  # every member has loaded its copy
+            queue.get(timeout=600)
+        go.set()
+        results = [queue.get(timeout=600) for _ in procs]
         for p in procs:
             p.join()
-        results = [received[i] for i in range(k)]
-    wall = time.perf_counter() - started
+    window = max(r.duration_s for r in results)
     metrics = {"ensemble/size": float(k),
                "ensemble/throughput_samples_per_second":
-                   sum(r.count * r.samples_per_query for r in results) / wall}
+                   sum(r.count * r.samples_per_query for r in results) / window}
     for i, r in enumerate(results):
         metrics[f"ensemble/model{i}_latency_p99_ms"] = r.p99_ms
         metrics[f"ensemble/model{i}_latency_p50_ms"] = r.p50_ms
     mlflow.log_metrics(metrics)
 
 
-def _ensemble_member(config: InferConfig, index: int, queue: Any) -> None:
-    """One member process: load its own copy, serve single-stream, report the latencies."""
+def _ensemble_member(config: InferConfig, queue: Any, go: Any) -> None:
+    """One member process: load its own copy, say so, wait for the start, serve, report."""
     runtime = get_runtime(config.runtime)
     apply_process_settings(config.parallelism, runtime.environment(config.parallelism))
     runtime.load()
@@ -197,7 +205,9 @@ def _ensemble_member(config: InferConfig, index: int, queue: Any) -> None:
     x = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1, 1))
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
                                   config.warmup_queries)
-    queue.put((index, scenarios.single_stream(predict, x, rule)))
+    queue.put("loaded")
+    go.wait()
+    queue.put(scenarios.single_stream(predict, x, rule))
 
 
 SCENARIO_RUNNERS = {"single_stream": _single_stream, "offline": _offline, "server": _server,

@@ -99,3 +99,16 @@ def test_bad_input_fails_the_run_with_the_reason(tracking: str, params: dict, re
     (run,) = runs_of(tracking)
     assert run.info.status == "FAILED"
     assert reason in run.data.tags[REASON_TAG]
+
+
+def test_an_ensemble_of_processes_is_measured_together(tracking: str) -> None:
+    _skip_unless(NEEDS["onnxruntime"])
+    params = {**SMALL, "scenarios": "ensemble", "ensemble_mode": "processes",
+              "ensemble_size": 2, "batch_sizes": "1"}
+    out = mlflow_run("onnxruntime", tracking, params, entry="infer", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    m = _finished(tracking).data.metrics
+    assert m["ensemble/size"] == 2
+    assert m["ensemble/throughput_samples_per_second"] > 0
+    assert {"ensemble/model0_latency_p99_ms", "ensemble/model1_latency_p99_ms"} <= set(m)
+    assert m["ensemble/peak_proc_processes"] >= 3  # this process and both members
