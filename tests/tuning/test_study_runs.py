@@ -95,3 +95,24 @@ def test_a_bad_spec_exits_2_and_launches_nothing(
     assert mlflow.MlflowClient().get_experiment_by_name(name) is None
     assert not (Path.cwd() / "optuna.db").exists() or name not in optuna.get_all_study_names(
         f"sqlite:///{Path.cwd() / 'optuna.db'}")
+
+
+def test_a_hopeless_trial_is_pruned_on_its_per_epoch_accuracy(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    # grid order with seed 3: 0.03, 0.05, then the hopeless 1e-6 (after the 2 startup trials)
+    spec = write_spec(tmp_path, name=name, sampler="grid", seed=3, pruner="median",
+                      n_trials=3, search_space={"learning_rate": [0.05, 0.03, 1e-6]},
+                      fixed={"model": "mlp", "dataset": "mnist5k", "epochs": 4,
+                             "batch_size": 16, "warmup_steps": 0, "log_model": "false"})
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
+    states = {t.params["learning_rate"]: t.state.name for t in study.trials}
+    assert states == {0.05: "COMPLETE", 0.03: "COMPLETE", 1e-6: "PRUNED"}
+    _, children = study_runs(name)
+    pruned = next(c for c in children if c.data.params["learning_rate"] == "1e-06")
+    assert pruned.info.status == "KILLED"
+    assert "pruned at step" in pruned.data.tags["dlaas.failure_reason"]
+    assert pruned.data.metrics.get("epochs_completed") is None  # stopped before the end
