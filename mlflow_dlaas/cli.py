@@ -21,11 +21,20 @@ def reports_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from mlflow.exceptions import MlflowException
+
         try:
             return func(*args, **kwargs)
         except DlaasError as e:
             click.echo(f"mlflow-dlaas: error: {e}", err=True)
             sys.exit(e.exit_code)
+        except MlflowException as e:  # the tracking store said no: say so, without a trace
+            hint = ""
+            if "401" in str(e) or "403" in str(e):
+                hint = (" (set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or "
+                        "MLFLOW_TRACKING_TOKEN, for this server)")
+            click.echo(f"mlflow-dlaas: error: MLflow tracking: {e.message}{hint}", err=True)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 

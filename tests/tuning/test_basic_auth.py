@@ -38,7 +38,8 @@ def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
         env.update(MLFLOW_TRACKING_URI=url, MLFLOW_TRACKING_USERNAME="admin")
         refused = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o1.db'}",
                             env=env, timeout=300)
-        assert refused.returncode != 0  # no password: the server says no
+        assert refused.returncode == 1  # no password: the server says no, and we say how
+        assert "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in refused.stderr
         env["MLFLOW_TRACKING_PASSWORD"] = SECRET
         out = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o2.db'}",
                         env=env, timeout=600)
