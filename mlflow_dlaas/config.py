@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from mlflow_dlaas.data import DEFAULT_DATASET
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.presets import get_preset
@@ -20,7 +21,7 @@ class TrainConfig:
     """One training run. Built by :meth:`from_params`: explicit value > preset > default."""
 
     framework: str
-    dataset: str = "mnist5k"
+    dataset: str = DEFAULT_DATASET
     data_dir: str = ""
     model: str = "lenet5"
     epochs: int = 3

@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.models import MODELS, get_model
+from mlflow_dlaas.models import get_model
 from mlflow_dlaas.models.resnet import RESNET18_CLASSES, RESNET18_INPUT
 from mlflow_dlaas.models.spec import ArchitectureSpec
 
 REFERENCE_SAMPLES = 8
 ONNX_DIR = "onnx"
 DEFAULT_INPUTS = {"cifar10_quick": (3, 32, 32), "resnet18": RESNET18_INPUT}
-FRESH_MODELS = (*MODELS, "resnet18")
 
 
 @dataclass(frozen=True)

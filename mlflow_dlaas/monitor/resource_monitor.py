@@ -155,10 +155,6 @@ class ResourceMonitor:
             end = self.sample_now()
             self._phases.append(PhaseWindow(name, start, end))
 
-    def elapsed_s(self) -> float:
-        """Seconds on the monitor's clock since :meth:`start`."""
-        return time.perf_counter() - self._t0
-
     # sampling ------------------------------------------------------------------------------
     def sample_now(self) -> float:
         """Read every source now; returns the sample's time on the monitor clock."""

@@ -44,7 +44,7 @@ class MlflowSink:
         metrics["monitor/probe_errors"] = float(result.probe_errors)
         metrics["monitor/self_cpu_seconds"] = result.monitor_cpu_seconds
         metrics["monitor/samples"] = float(len(result.timeline.samples))
-        self.log_metrics(metrics)
+        self._log_metrics(metrics)
         tags = {"dlaas.monitor.interval_s": str(interval_s)}
         for source, reason in result.unavailable.items():
             tags[f"dlaas.monitor.unavailable.{source}"] = reason[:500]
@@ -54,10 +54,10 @@ class MlflowSink:
             Path(tmp, "summary.json").write_text(json.dumps(result.as_json(), indent=2))
             self.client.log_artifacts(self.run_id, tmp, ARTIFACT_DIR)
 
-    def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
-        """Log plain metrics in batches (used for summaries and final figures)."""
+    def _log_metrics(self, metrics: dict[str, float]) -> None:
+        """Log plain metrics (the summaries) in batches."""
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
         for i in range(0, len(items), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
 

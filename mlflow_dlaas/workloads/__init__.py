@@ -1,1 +1,1 @@
-"""Measured workloads: training loops, inference scenarios, and a sample workload."""
+"""Measured workloads: the training and inference entry points."""
