@@ -118,6 +118,84 @@ def study_command(spec_path: str, storage: str | None) -> None:
         click.echo("best: " + ", ".join(f"{k}={v}" for k, v in row.items() if v != ""))
 
 
+def _scope_options(func: F) -> F:
+    func = click.option("--study", default=None,
+                        help="A study's name: its trial runs, in any experiment.")(func)
+    return click.option("--experiment", default=None,
+                        help="An experiment's name: all its runs.")(func)
+
+
+@cli.command("compare")
+@_scope_options
+@click.option("--output", default=None, type=click.Path(file_okay=False),
+              help="Directory for report.html, report.md, plots/ and runs.csv "
+                   "(default ./dlaas-reports/<scope>).")
+@click.option("--objective", "objectives", multiple=True,
+              help="Add a recommendation for this objective (see `recommend --help`).")
+@click.option("--constraint", "constraints", multiple=True,
+              help="A bound on the added recommendations, e.g. 'peak_memory<=2GiB'.")
+@click.option("--no-run", is_flag=True, help="Only write the files; log no report run.")
+@reports_errors
+def compare_command(experiment: str | None, study: str | None, output: str | None,
+                    objectives: tuple[str, ...], constraints: tuple[str, ...],
+                    no_run: bool) -> None:
+    """Compare the runs of an experiment or a study: tables, plots, recommendations.
+
+    Writes a self-contained HTML report and a Markdown summary, and logs both as the
+    artifacts of a report run (tag dlaas.entry=report) in the compared runs' experiment.
+    """
+    from mlflow_dlaas.report.command import compare
+
+    written, run_id = compare(experiment=experiment, study=study, output=output,
+                              objectives=objectives, constraints=constraints,
+                              log_run=not no_run)
+    click.echo(f"report: {written.html.resolve()}")
+    click.echo(f"summary: {written.markdown.resolve()}")
+    if run_id:
+        click.echo(f"report run: {run_id}")
+
+
+@cli.command("recommend")
+@_scope_options
+@click.option("--objective", required=True,
+              help="accuracy, train_time, time_to_accuracy, time_to_accuracy@0.98, "
+                   "peak_memory, cpu_seconds, energy, energy_per_1000_predictions, "
+                   "p50_latency, p99_latency, throughput, train_throughput, load_time, "
+                   "or min:KEY / max:KEY for any logged metric.")
+@click.option("--constraint", "constraints", multiple=True,
+              help="NAME OP VALUE, e.g. 'accuracy>=0.98', 'peak_memory<=2GiB', "
+                   "'p99_latency<=5' (ms); repeatable. Judged on medians over replicates.")
+@click.option("--batch-size", type=int, default=None,
+              help="Inference objectives: only this batch size (default: any).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@reports_errors
+def recommend_command(experiment: str | None, study: str | None, objective: str,
+                      constraints: tuple[str, ...], batch_size: int | None,
+                      as_json: bool) -> None:
+    """The best framework and settings for an objective under constraints.
+
+    Exit code 0 with the answer and its evidence runs; 1 when no configuration meets the
+    constraints (the output says how many each constraint excluded).
+    """
+    from dataclasses import asdict
+
+    from mlflow_dlaas.report.command import recommend_command as recommend
+
+    answer = recommend(experiment=experiment, study=study, objective=objective,
+                       constraints=constraints, batch_size=batch_size)
+    if as_json:
+        click.echo(json.dumps({"found": answer.found, "answer": answer.sentence(),
+                               **asdict(answer)}, indent=2, default=str))
+    else:
+        click.echo(answer.sentence())
+        for evidence in answer.evidence:
+            click.echo(f"  evidence: {evidence.run_name} {evidence.link}")
+        for settings, value in answer.runners_up:
+            click.echo("  next: " + ", ".join(f"{k}={v}" for k, v in settings.items())
+                       + f" -> {value}")
+    sys.exit(0 if answer.found else 1)
+
+
 @cli.command("demo")
 @reports_errors
 def demo_command() -> None:

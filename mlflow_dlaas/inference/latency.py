@@ -7,6 +7,8 @@ from typing import ClassVar
 
 import numpy as np
 
+CDF_POINTS = np.arange(101)
+
 
 @dataclass(frozen=True)
 class LatencyResult:
@@ -21,6 +23,8 @@ class LatencyResult:
     count: int
     duration_s: float
     samples_per_query: int
+    #: latency at percentiles 0, 1, ..., 100: the CDF, compact enough to log with the run
+    cdf_ms: tuple[float, ...] = ()
 
     PERCENTILES: ClassVar[tuple[int, ...]] = (50, 90, 95, 99)
 
@@ -33,11 +37,16 @@ class LatencyResult:
         p50, p90, p95, p99 = np.percentile(ms, cls.PERCENTILES)
         return cls(float(p50), float(p90), float(p95), float(p99), float(ms.mean()),
                    float(ms.std(ddof=1)) if ms.size > 1 else 0.0, int(ms.size), duration_s,
-                   samples_per_query)
+                   samples_per_query, tuple(float(v) for v in np.percentile(ms, CDF_POINTS)))
+
+    @property
+    def samples(self) -> int:
+        """Samples served in the measured part."""
+        return self.count * self.samples_per_query
 
     @property
     def throughput_samples_per_s(self) -> float:
-        return self.count * self.samples_per_query / self.duration_s if self.duration_s else 0.0
+        return self.samples / self.duration_s if self.duration_s else 0.0
 
     def metrics(self, prefix: str) -> dict[str, float]:
         """``{prefix}/latency_p99_ms`` and friends."""

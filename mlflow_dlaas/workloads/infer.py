@@ -3,16 +3,20 @@
 Run as ``python -m mlflow_dlaas.workloads.infer --runtime onnxruntime --batch_sizes 1,8``
 (what every project's ``infer`` entry point does). Metrics carry the same keys for every
 runtime; per batch size they are logged with step = batch size, so the MLflow UI plots them
-against it.
+against it, and under ``{scenario}/batch_{size}/...`` so that a run search returns every
+batch size at once. Each scenario's latency CDF is the artifact ``latency/cdf.csv``.
 """
 
 from __future__ import annotations
 
+import csv
 import logging
 import multiprocessing
 import sys
+import tempfile
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ import numpy as np
 from mlflow_dlaas.environment import as_tags, fingerprint
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.latency import LatencyResult
+from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
 from mlflow_dlaas.inference.runtimes import InferenceOptions, InferenceRuntime, get_runtime
 from mlflow_dlaas.inference.source import (
     ModelSource,
@@ -42,6 +46,9 @@ from mlflow_dlaas.workloads.entry import run_entry_point
 
 log = logging.getLogger(__name__)
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
+CDF_ARTIFACT = "latency/cdf.csv"
+#: what a scenario runner measured: (scenario, batch size, result) per measurement
+Measured = list[tuple[str, int, LatencyResult]]
 
 
 def resolve_source(config: InferConfig, runtime: InferenceRuntime, directory: Path
@@ -85,10 +92,36 @@ def run_inference(config: InferConfig) -> str:
                 _check(predict, runtime, source, config)
             data = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1,
                                                max(config.batch_sizes) * OFFLINE_POOL))
+            measured: Measured = []
             for scenario in config.scenarios:
                 with monitor.phase(scenario):
-                    SCENARIO_RUNNERS[scenario](predict, data, config, rule)
+                    measured += SCENARIO_RUNNERS[scenario](predict, data, config, rule)
+            _log_totals_and_cdf(measured)
     return run_id
+
+
+def _log_batch_result(scenario: str, batch: int, result: LatencyResult) -> None:
+    """One batch size's figures: as history (step = batch size) and under flat keys."""
+    mlflow.log_metrics(result.metrics(scenario), step=batch)
+    mlflow.log_metrics(result.metrics(f"{scenario}/batch_{batch}"))
+
+
+def _log_totals_and_cdf(measured: Measured) -> None:
+    """``{scenario}/samples_total`` (for energy per prediction) and the latency CDFs."""
+    totals: dict[str, float] = defaultdict(float)
+    for scenario, _, result in measured:  # ensemble members count towards "ensemble"
+        totals[f"{scenario.split('/')[0]}/samples_total"] += result.samples
+    if totals:
+        mlflow.log_metrics(dict(totals))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / Path(CDF_ARTIFACT).name
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["scenario", "batch_size", "percentile", "latency_ms"])
+            for scenario, batch, result in measured:
+                writer.writerows([scenario, batch, int(q), round(v, 6)]
+                                 for q, v in zip(CDF_POINTS, result.cdf_ms, strict=True))
+        mlflow.log_artifact(str(path), str(Path(CDF_ARTIFACT).parent))
 
 
 def _describe(run_id: str, runtime: InferenceRuntime, source: ModelSource, load_s: float
@@ -114,21 +147,27 @@ def _check(predict: scenarios.Predictor, runtime: InferenceRuntime, source: Mode
 
 
 def _single_stream(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
-                   rule: scenarios.StoppingRule) -> None:
+                   rule: scenarios.StoppingRule) -> Measured:
+    measured: Measured = []
     for batch in config.batch_sizes:
         result = scenarios.single_stream(predict, data[:batch], rule)
-        mlflow.log_metrics(result.metrics("single_stream"), step=batch)
+        _log_batch_result("single_stream", batch, result)
+        measured.append(("single_stream", batch, result))
+    return measured
 
 
 def _offline(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
-             rule: scenarios.StoppingRule) -> None:
+             rule: scenarios.StoppingRule) -> Measured:
+    measured: Measured = []
     for batch in config.batch_sizes:
         result = scenarios.offline(predict, data, batch, rule)
-        mlflow.log_metrics(result.metrics("offline"), step=batch)
+        _log_batch_result("offline", batch, result)
+        measured.append(("offline", batch, result))
+    return measured
 
 
 def _server(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
-            rule: scenarios.StoppingRule) -> None:
+            rule: scenarios.StoppingRule) -> Measured:
     """Batch-1 queries; the rate defaults to half of what single-stream sustains."""
     x = data[:1]
     target = config.server_target_qps
@@ -143,10 +182,11 @@ def _server(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
                                                       target, rule)
         mlflow.log_metrics({"server/max_qps_within_p99_bound": best,
                             "server/rate_search_probes": float(len(tried))})
+    return [("server", 1, result.latency)]
 
 
 def _ensemble(predict: scenarios.Predictor, data: np.ndarray, config: InferConfig,
-              rule: scenarios.StoppingRule) -> None:
+              rule: scenarios.StoppingRule) -> Measured:
     """K copies served at once, as threads of this process or as K processes.
 
     Every copy is loaded first; then all start together, each in single-stream, so the
@@ -193,6 +233,7 @@ def _ensemble(predict: scenarios.Predictor, data: np.ndarray, config: InferConfi
         metrics[f"ensemble/model{i}_latency_p99_ms"] = r.p99_ms
         metrics[f"ensemble/model{i}_latency_p50_ms"] = r.p50_ms
     mlflow.log_metrics(metrics)
+    return [(f"ensemble/model{i}", 1, r) for i, r in enumerate(results)]
 
 
 def _ensemble_member(config: InferConfig, queue: Any, go: Any) -> None:

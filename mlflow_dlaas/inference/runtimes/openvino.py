@@ -36,14 +36,17 @@ class OpenVINORuntime(InferenceRuntime):
             raise ConfigError("the openvino runtime runs fp32 here; int8 goes through "
                               "onnxruntime, fp16 needs a GPU")
         core = self.ov.Core()
-        config: dict[str, Any] = {}
+        # fp32 means fp32: on CPUs with bf16 units OpenVINO otherwise infers in bf16
+        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32"}
         if options.parallelism.intra_op_threads is not None:
             config["INFERENCE_NUM_THREADS"] = options.parallelism.intra_op_threads
         if options.parallelism.inter_op_threads is not None:
             config["NUM_STREAMS"] = options.parallelism.inter_op_threads
         compiled = core.compile_model(str(require_onnx(source, self.name)), "CPU", config)
         self._in_force = {"intra_op_threads": compiled.get_property("INFERENCE_NUM_THREADS"),
-                          "inter_op_threads": str(compiled.get_property("NUM_STREAMS"))}
+                          "inter_op_threads": str(compiled.get_property("NUM_STREAMS")),
+                          "inference_precision": str(
+                              compiled.get_property("INFERENCE_PRECISION_HINT"))}
         request = compiled.create_infer_request()
 
         def predict(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,1 @@
+"""The comparison report: collect runs, aggregate replicates, tables, plots, recommendations."""

@@ -1,0 +1,54 @@
+"""Replicates (runs that differ only in their seed) folded into one row of statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: params that tell replicates apart rather than configurations
+REPLICATE_PARAMS = ("params.seed",)
+STATS = ("median", "q1", "q3", "mean", "sd", "n")
+
+
+def configuration_columns(rows: pd.DataFrame) -> list[str]:
+    """The columns that define a configuration: entry, system, batch size and every param."""
+    columns = [c for c in ("entry", "system", "batch_size") if c in rows]
+    return columns + sorted(c for c in rows.columns
+                            if c.startswith("params.") and c not in REPLICATE_PARAMS)
+
+
+def configuration_ids(rows: pd.DataFrame) -> pd.Series:
+    """A label per row, equal for replicates of one configuration."""
+    columns = configuration_columns(rows)
+    if rows.empty:
+        return pd.Series([], dtype=str, index=rows.index)
+    settings = rows[columns].astype(object)
+    keyed = settings.where(settings.notna(), "").astype(str).agg("\x1f".join, axis=1)
+    codes, _ = pd.factorize(keyed)
+    return pd.Series([f"c{c}" for c in codes], index=rows.index)
+
+
+def aggregate(rows: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """One row per configuration: its settings, ``run_ids`` and ``{metric}|{stat}`` columns.
+
+    Stats: median, q1 and q3 (the IQR), mean, sd (ddof 1; 0 for one run) and n (runs that
+    logged the metric). ``metrics`` are column names such as ``metrics.train_time_seconds``;
+    absent ones give NaN statistics with n = 0.
+    """
+    if rows.empty:
+        return pd.DataFrame(columns=["config", "runs", "run_ids"])
+    rows = rows.assign(config=configuration_ids(rows))
+    grouped = rows.groupby("config", sort=False)
+    settings = grouped[configuration_columns(rows)].first()
+    out = settings.assign(runs=grouped.size(), run_ids=grouped["run_id"].agg(list))
+    stats = {}
+    for metric in metrics:
+        values = (rows[metric] if metric in rows else pd.Series(np.nan, index=rows.index))
+        values = pd.to_numeric(values, errors="coerce").groupby(rows["config"], sort=False)
+        stats[f"{metric}|median"] = values.median()
+        stats[f"{metric}|q1"] = values.quantile(0.25)
+        stats[f"{metric}|q3"] = values.quantile(0.75)
+        stats[f"{metric}|mean"] = values.mean()
+        stats[f"{metric}|sd"] = values.std(ddof=1).fillna(0.0).where(values.count() > 0)
+        stats[f"{metric}|n"] = values.count()
+    return pd.concat([out, pd.DataFrame(stats)], axis=1).reset_index()

@@ -1,0 +1,110 @@
+"""An experiment's or a study's runs as one pandas table, read with paged run searches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.entities import Run, ViewType
+
+from mlflow_dlaas.errors import ConfigError
+
+PAGE_SIZE = 1000
+#: runs that describe other runs, never measured themselves
+NOT_MEASUREMENTS = ("report", "study")
+#: tags copied into the table as plain columns
+TAG_COLUMNS = {"dlaas.entry": "entry", "dlaas.framework": "framework",
+               "dlaas.runtime": "runtime", "dlaas.study": "study",
+               "dlaas.trial_number": "trial_number", "dlaas.failure_reason": "failure_reason"}
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """Every measured run of one scope: ``params.X``, ``metrics.X`` and info columns."""
+
+    scope: str
+    experiment_ids: tuple[str, ...]
+    runs: pd.DataFrame
+    status_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> pd.DataFrame:
+        return self.runs[self.runs["status"] == "FINISHED"]
+
+    def of_entry(self, entry: str) -> pd.DataFrame:
+        finished = self.finished
+        return finished[finished["entry"] == entry]
+
+
+def collect_runs(client: MlflowClient, *, experiment: str | None = None,
+                 study: str | None = None) -> RunTable:
+    """The runs of ``experiment`` (by name) or of ``study`` (its trials, in any experiment)."""
+    if (experiment is None) == (study is None):
+        raise ConfigError("give exactly one of --experiment NAME or --study NAME")
+    if experiment is not None:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            known = ", ".join(sorted(e.name for e in _experiments(client))) or "none"
+            raise ConfigError(f"no experiment named {experiment!r}; experiments here: {known}")
+        ids, query, scope = (found.experiment_id,), "", f"experiment {experiment}"
+    else:
+        ids = tuple(e.experiment_id for e in _experiments(client))
+        query, scope = f"tags.`dlaas.study` = '{_quoted(study)}'", f"study {study}"
+    runs = [r for r in _search(client, ids, query)
+            if r.data.tags.get("dlaas.role") not in NOT_MEASUREMENTS
+            and r.data.tags.get("dlaas.entry") not in NOT_MEASUREMENTS]
+    if study is not None and not runs:
+        raise ConfigError(f"no trial runs of study {study!r}; studies here: "
+                          f"{', '.join(_study_names(client, ids)) or 'none'}")
+    table = pd.DataFrame([_row(r) for r in runs])
+    if table.empty:
+        table = pd.DataFrame(columns=["run_id", "status", "entry", "system"])
+    counts = table["status"].value_counts().to_dict() if len(table) else {}
+    return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()})
+
+
+def _search(client: MlflowClient, experiment_ids: tuple[str, ...], query: str) -> list[Run]:
+    runs: list[Run] = []
+    token = None
+    while True:
+        page = client.search_runs(list(experiment_ids), query, ViewType.ACTIVE_ONLY,
+                                  max_results=PAGE_SIZE, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def _experiments(client: MlflowClient) -> list:
+    found, token = [], None
+    while True:
+        page = client.search_experiments(max_results=PAGE_SIZE, page_token=token)
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
+def _study_names(client: MlflowClient, ids: tuple[str, ...]) -> list[str]:
+    parents = _search(client, ids, "tags.`dlaas.role` = 'study'")
+    return sorted({r.data.tags.get("dlaas.study", "") for r in parents} - {""})
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "\\'")
+
+
+def _row(run: Run) -> dict[str, object]:
+    tags = run.data.tags
+    row: dict[str, object] = {
+        "run_id": run.info.run_id, "run_name": run.info.run_name, "status": run.info.status,
+        "experiment_id": run.info.experiment_id, "start_time": run.info.start_time,
+        "end_time": run.info.end_time,
+    }
+    row.update({column: tags.get(tag, "") for tag, column in TAG_COLUMNS.items()})
+    row["entry"] = row["entry"] or "other"
+    row["system"] = row["framework"] or row["runtime"] or ""
+    row.update({f"params.{k}": v for k, v in run.data.params.items()})
+    row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
+    return row

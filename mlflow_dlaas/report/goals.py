@@ -1,0 +1,108 @@
+"""Objectives and constraints as written: ``time_to_accuracy@0.98``, ``peak_memory<=2GiB``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+
+#: alias: (metric key, the direction that is better)
+ALIASES: dict[str, tuple[str, str]] = {
+    "accuracy": ("final_test_accuracy", "maximize"),
+    "train_time": ("train_time_seconds", "minimize"),
+    "test_time": ("test_time_seconds", "minimize"),
+    "time_to_accuracy": ("time_to_accuracy_seconds", "minimize"),
+    "peak_memory": ("run/peak_proc_rss_bytes", "minimize"),
+    "peak_rss": ("run/peak_proc_rss_bytes", "minimize"),
+    "cpu_seconds": ("run/proc_cpu_seconds", "minimize"),
+    "energy": (ENERGY, "minimize"),
+    "energy_per_1000_predictions": (ENERGY_PER_1000, "minimize"),
+    "p50_latency": ("single_stream/latency_p50_ms", "minimize"),
+    "p99_latency": ("single_stream/latency_p99_ms", "minimize"),
+    "throughput": ("offline/throughput_samples_per_second", "maximize"),
+    "train_throughput": ("train_samples_per_second_overall", "maximize"),
+    "load_time": ("load_time_seconds", "minimize"),
+}
+_TIME_TO = re.compile(r"time_to_accuracy@(?P<target>0?\.\d+|1(\.0*)?)")
+_CONSTRAINT = re.compile(r"\s*(?P<name>[\w/.@]+)\s*(?P<op><=|>=|<|>)\s*"
+                         r"(?P<value>[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)\s*(?P<unit>[A-Za-z%]*)\s*")
+_UNITS = {"": 1.0, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20,
+          "gib": 2**30}
+_HOW = ("objectives: an alias (" + ", ".join(sorted(ALIASES)) + "), time_to_accuracy@0.98, "
+        "or min:METRIC / max:METRIC for any logged metric key")
+
+
+def time_to_accuracy_key(target: float) -> str:
+    return f"time_to_{target:g}_accuracy_seconds"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What to optimize: a metric key (as logged or derived) and its better direction."""
+
+    metric: str
+    direction: str
+    text: str
+    accuracy_target: float | None = None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A constraint: the metric's median over replicates must satisfy ``op value``."""
+
+    metric: str
+    op: str
+    value: float
+    text: str
+
+    def holds(self, observed: float) -> bool:
+        return {"<=": observed <= self.value, ">=": observed >= self.value,
+                "<": observed < self.value, ">": observed > self.value}[self.op]
+
+
+def parse_goal(text: str) -> Goal:
+    """``accuracy``, ``time_to_accuracy@0.98``, ``min:run/peak_proc_rss_bytes`` ..."""
+    text = text.strip()
+    found = _TIME_TO.fullmatch(text)
+    if found:
+        target = float(found.group("target"))
+        return Goal(time_to_accuracy_key(target), "minimize", text, target)
+    if text in ALIASES:
+        metric, direction = ALIASES[text]
+        return Goal(metric, direction, text)
+    prefix, _, metric = text.partition(":")
+    if prefix in ("min", "max") and metric:
+        return Goal(ALIASES.get(metric, (metric, ""))[0],
+                    "minimize" if prefix == "min" else "maximize", text)
+    raise ConfigError(f"objective {text!r} is not understood; {_HOW}")
+
+
+def parse_bound(text: str) -> Bound:
+    """``accuracy>=0.98``, ``peak_memory<=2GiB``, ``p99_latency<5`` (ms), any metric key."""
+    found = _CONSTRAINT.fullmatch(text)
+    if not found:
+        raise ConfigError(f"constraint {text!r} is not understood; write NAME OP VALUE with OP "
+                          "one of <=, >=, <, > (e.g. 'accuracy>=0.98', 'peak_memory<=2GiB', "
+                          "'p99_latency<=5')")
+    name = found.group("name")
+    goal = parse_goal(name if (name in ALIASES or _TIME_TO.fullmatch(name)) else f"min:{name}")
+    value = float(found.group("value")) * _scale(goal.metric, found.group("unit"), text)
+    return Bound(goal.metric, found.group("op"), value, text)
+
+
+def _scale(metric: str, unit: str, text: str) -> float:
+    unit = unit.lower()
+    if metric.endswith("_bytes") and unit in _UNITS:
+        return _UNITS[unit]
+    if metric.endswith("_ms") and unit in ("", "ms", "s"):
+        return 1000.0 if unit == "s" else 1.0
+    if metric.endswith("_seconds") and unit in ("", "s", "ms"):
+        return 0.001 if unit == "ms" else 1.0
+    if unit == "%" and "accuracy" in metric:  # accuracy>=98% means a fraction of 0.98
+        return 0.01
+    if unit in ("", "%"):
+        return 1.0
+    raise ConfigError(f"constraint {text!r}: unit {unit!r} does not fit metric {metric!r} "
+                      "(bytes take B/KiB/MiB/GiB/KB/MB/GB, times take ms or s)")

@@ -1,0 +1,153 @@
+"""Inference plots: throughput and p99 against batch size and threads, latency CDFs."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from mlflow_dlaas.report.aggregate import configuration_ids
+from mlflow_dlaas.report.plots import Plot, colours, draw, missing
+
+THROUGHPUT = "metrics.offline/throughput_samples_per_second"
+P99 = "metrics.single_stream/latency_p99_ms"
+P50 = "metrics.single_stream/latency_p50_ms"
+THREADS = ("params.in_force_intra_op_threads", "params.intra_op_threads")
+MAX_LINES = 8
+CDF_ARTIFACT = "latency/cdf.csv"
+
+
+def versus_batch_size(rows: pd.DataFrame) -> Plot:
+    """Offline throughput and single-stream p99 per configuration, against batch size."""
+    name, title = "inference_vs_batch_size", "Throughput and p99 latency vs batch size"
+    if rows.empty or (THROUGHPUT not in rows and P99 not in rows):
+        return missing(name, title, "no finished inference run logged per-batch-size "
+                       "throughput or latency")
+    configs = _config_labels(rows)
+    rows = rows.assign(config=configs)
+    medians = rows.groupby(["config", "system", "batch_size"]).median(numeric_only=True)
+    medians = medians.reset_index()
+    ranking = medians.groupby("config")[THROUGHPUT if THROUGHPUT in medians else P99].max()
+    keep = ranking.sort_values(ascending=False).index[:MAX_LINES]
+    palette = colours(medians["system"])
+
+    def paint(figure: Figure) -> None:
+        for i, (metric, label) in enumerate(((THROUGHPUT, "throughput (samples/s)"),
+                                             (P99, "single-stream p99 (ms)"))):
+            ax = figure.add_subplot(1, 2, i + 1)
+            if metric in medians:
+                for config in keep:
+                    line = medians[medians["config"] == config].sort_values("batch_size")
+                    ax.plot(line["batch_size"], line[metric], marker="o", label=config,
+                            color=palette[line["system"].iloc[0]])
+            ax.set_xscale("log", base=2)
+            batches = sorted(medians["batch_size"].unique())
+            ax.set_xticks(batches, [str(b) for b in batches])
+            ax.set_xlabel("batch size")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+        figure.axes[0].legend(fontsize=7)
+
+    return draw(name, title, f"Median over replicates; the {min(len(ranking), MAX_LINES)} "
+                "configurations with the highest throughput.", paint, size=(10, 4.2))
+
+
+def versus_threads(rows: pd.DataFrame) -> Plot:
+    """Throughput (largest batch) and p99 (smallest batch) against intra-op threads."""
+    name, title = "inference_vs_threads", "Throughput and p99 latency vs threads"
+    threads = next((c for c in THREADS if c in rows
+                    and (rows.groupby("system")[c].nunique() > 1).any()), None)
+    if rows.empty or threads is None:
+        return missing(name, title, "no runtime was measured at more than one "
+                       "intra_op_threads setting")
+    data = rows.assign(threads=pd.to_numeric(rows[threads], errors="coerce")).dropna(
+        subset=["threads"])
+    palette = colours(data["system"])
+
+    def paint(figure: Figure) -> None:
+        for i, (metric, label, pick) in enumerate((
+                (THROUGHPUT, "throughput at the largest batch (samples/s)", "max"),
+                (P99, "single-stream p99 at the smallest batch (ms)", "min"))):
+            ax = figure.add_subplot(1, 2, i + 1)
+            if metric in data:
+                for system, group in data.groupby("system"):
+                    if group["threads"].nunique() < 2:
+                        continue
+                    batch = getattr(group["batch_size"], pick)()
+                    line = (group[group["batch_size"] == batch].groupby("threads")[metric]
+                            .median().dropna())
+                    ax.plot(line.index, line.values, marker="o", color=palette[system],
+                            label=f"{system} (batch {batch})")
+            ax.set_xlabel("intra-op threads")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+
+    return draw(name, title, "Median over runs at each thread count.", paint, size=(10, 4.2))
+
+
+def latency_cdfs(client: MlflowClient, rows: pd.DataFrame) -> Plot:
+    """Single-stream latency CDF at the smallest batch size, best configuration per runtime."""
+    name, title = "latency_cdf", "Latency CDFs"
+    if rows.empty or P50 not in rows:
+        return missing(name, title, "no finished inference run measured single-stream latency")
+    smallest = rows[rows["batch_size"] == rows["batch_size"].min()].dropna(subset=[P50])
+    best = smallest.sort_values(P50).groupby("system").head(1)
+    curves = {}
+    for _, run in best.iterrows():
+        cdf = _cdf(client, run["run_id"])
+        if cdf is not None:
+            part = cdf[(cdf["scenario"] == "single_stream")
+                       & (cdf["batch_size"] == run["batch_size"])]
+            if len(part):
+                curves[run["system"]] = part.sort_values("percentile")
+    if not curves:
+        return missing(name, title, f"no inference run has the {CDF_ARTIFACT} artifact "
+                       "(runs made before it was logged)")
+    palette = colours(list(curves))
+    batch = int(smallest["batch_size"].iloc[0])
+
+    def paint(figure: Figure) -> None:
+        ax = figure.add_subplot()
+        for system, part in curves.items():
+            ax.plot(part["latency_ms"], part["percentile"] / 100, color=palette[system],
+                    label=system)
+        ax.set_xscale("log")
+        ax.set_xlabel("latency (ms, log scale)")
+        ax.set_ylabel("fraction of queries")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()
+
+    return draw(name, title, f"Single-stream, batch {batch}; the lowest-p50 run of each "
+                "runtime.", paint)
+
+
+def _cdf(client: MlflowClient, run_id: str) -> pd.DataFrame | None:
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, CDF_ARTIFACT, tmp)
+        except (MlflowException, OSError):
+            return None
+        return pd.read_csv(Path(path))
+
+
+def _config_labels(rows: pd.DataFrame) -> pd.Series:
+    """``system`` plus the settings that vary among that system's runs."""
+    without_batch = rows.drop(columns=["batch_size"])
+    ids = configuration_ids(without_batch)
+    labels = pd.Series(rows["system"].astype(str), index=rows.index)
+    settings = [c for c in rows.columns if c.startswith("params.")
+                and not c.startswith("params.in_force_") and c != "params.seed"]
+    for system, group in rows.groupby("system"):
+        varying = [c for c in settings if group[c].nunique(dropna=False) > 1]
+        for index in group.index:
+            extra = ", ".join(f"{c.removeprefix('params.')}={group.at[index, c]}"
+                              for c in varying[:3])
+            labels[index] = f"{system} ({extra})" if extra else str(system)
+    clash = ids.groupby(labels).transform("nunique") > 1
+    return labels.where(~clash, labels + " " + ids)
+

@@ -1,0 +1,58 @@
+"""Write a report to disk and log it as the artifacts of a report run."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from mlflow_dlaas.report.render_html import render_html
+from mlflow_dlaas.report.render_markdown import render_markdown
+from mlflow_dlaas.report.report import Report
+
+ARTIFACT_DIR = "report"
+
+
+@dataclass(frozen=True)
+class Written:
+    html: Path
+    markdown: Path
+    directory: Path
+
+
+def default_output(scope: str) -> Path:
+    return Path("dlaas-reports") / re.sub(r"[^A-Za-z0-9_.-]+", "-", scope).strip("-")
+
+
+def write_report(report: Report, directory: Path) -> Written:
+    """``report.html`` (self-contained), ``report.md``, ``plots/*.png``, ``runs.csv``."""
+    plots = directory / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    for plot in report.plots:
+        if plot.png is not None:
+            (plots / f"{plot.name}.png").write_bytes(plot.png)
+    html = directory / "report.html"
+    html.write_text(render_html(report), encoding="utf-8")
+    markdown = directory / "report.md"
+    markdown.write_text(render_markdown(report), encoding="utf-8")
+    report.runs.to_csv(directory / "runs.csv", index=False)
+    return Written(html, markdown, directory)
+
+
+def log_report_run(client: MlflowClient, report: Report, written: Written,
+                   experiment_id: str) -> str:
+    """A FINISHED run tagged ``dlaas.entry=report`` holding the report's files."""
+    tags = {"dlaas.entry": "report", "dlaas.role": "report", "dlaas.report_scope": report.scope}
+    run = client.create_run(experiment_id, run_name=f"report-{report.scope}"[:250], tags=tags)
+    try:
+        client.log_artifacts(run.info.run_id, str(written.directory), ARTIFACT_DIR)
+        found = [r for r in report.recommendations if r.found]
+        for i, rec in enumerate(found):
+            client.set_tag(run.info.run_id, f"dlaas.recommendation.{i}", rec.sentence()[:5000])
+    except BaseException:
+        client.set_terminated(run.info.run_id, "FAILED")
+        raise
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id

@@ -1,0 +1,145 @@
+"""The best configuration for an objective under constraints, with the evidence runs."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from mlflow import MlflowClient
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.report.aggregate import aggregate, configuration_columns
+from mlflow_dlaas.report.goals import Bound, Goal
+
+RUNNERS_UP = 3
+SAME_AS_SYSTEM = ("params.framework", "params.runtime")
+HISTORY_THREADS = 8
+
+
+@dataclass(frozen=True)
+class Evidence:
+    run_id: str
+    run_name: str
+    link: str
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The answer, or why there is none (``best`` empty)."""
+
+    goal: Goal
+    bounds: tuple[Bound, ...]
+    considered: int
+    excluded: dict[str, int]
+    best: dict[str, str] = field(default_factory=dict)
+    value: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    runners_up: tuple[tuple[dict[str, str], str], ...] = ()
+
+    @property
+    def found(self) -> bool:
+        return bool(self.best)
+
+    def sentence(self) -> str:
+        """One line a person reads first."""
+        wanted = f"{self.goal.direction} {self.goal.text}"
+        if self.goal.text != self.goal.metric:
+            wanted += f" ({self.goal.metric})"
+        if self.bounds:
+            wanted += " with " + " and ".join(b.text for b in self.bounds)
+        if not self.found:
+            why = ", ".join(f"{n} by {k}" for k, n in self.excluded.items()) or "no runs"
+            return (f"{wanted}: no configuration qualifies ({self.considered} considered; "
+                    f"excluded: {why})")
+        setting = ", ".join(f"{k}={v}" for k, v in self.best.items())
+        return f"{wanted}: {setting} -> {self.value}"
+
+
+def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: float,
+                         key: str) -> pd.DataFrame:
+    """Train time until test accuracy first reached ``target`` (from per-epoch history)."""
+    def first_reached(run_id: str) -> float:
+        accuracy = client.get_metric_history(run_id, "test_accuracy")
+        elapsed = {m.step: m.value for m in
+                   client.get_metric_history(run_id, "cumulative_train_time_seconds")}
+        times = [elapsed[m.step] for m in sorted(accuracy, key=lambda m: m.step)
+                 if m.value >= target and m.step in elapsed]
+        return times[0] if times else np.nan
+
+    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
+        values = list(pool.map(first_reached, train["run_id"]))
+    return train.assign(**{f"metrics.{key}": values})
+
+
+def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
+              tracking_uri: str = "") -> Recommendation:
+    """Aggregate replicates, drop configurations whose medians break a bound, pick the best."""
+    keys = [f"metrics.{goal.metric}", *(f"metrics.{b.metric}" for b in bounds)]
+    if not rows.empty and keys[0] not in rows:
+        raise ConfigError(f"no run logged {goal.metric!r}; check the objective's name (see "
+                          "`mlflow-dlaas recommend --help`) or the runs' entry point")
+    stats = aggregate(rows, keys)
+    candidates = stats[stats[f"{keys[0]}|median"].notna()] if len(stats) else stats
+    excluded: dict[str, int] = {}
+    if len(stats) > len(candidates):
+        excluded[f"no {goal.metric}"] = len(stats) - len(candidates)
+    for bound in bounds:
+        median = candidates.get(f"metrics.{bound.metric}|median",
+                                pd.Series(np.nan, index=candidates.index))
+        keep = pd.Series([bool(np.isfinite(v)) and bound.holds(float(v)) for v in median],
+                         index=candidates.index, dtype=bool)
+        if (~keep).any():
+            excluded[bound.text] = int((~keep).sum())
+        candidates = candidates[keep]
+    found = Recommendation(goal, bounds, len(stats), excluded)
+    if candidates.empty:
+        return found
+    ranked = candidates.sort_values(f"{keys[0]}|median",
+                                    ascending=goal.direction == "minimize")
+    shown = _shown_settings(stats)
+    best = ranked.iloc[0]
+    names = rows.set_index("run_id")["run_name"].to_dict()
+    experiments = rows.set_index("run_id")["experiment_id"].to_dict()
+    evidence = tuple(Evidence(r, str(names.get(r, "")), run_link(tracking_uri,
+                                                                  experiments.get(r, "0"), r))
+                     for r in best["run_ids"])
+    return Recommendation(
+        goal, bounds, len(stats), excluded, _settings(best, shown),
+        _value(best, keys[0]), evidence,
+        tuple((_settings(r, shown), _value(r, keys[0]))
+              for _, r in ranked.iloc[1:1 + RUNNERS_UP].iterrows()))
+
+
+def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page: on its tracking server, or on `mlflow ui`'s default address."""
+    base = "http://127.0.0.1:5000"
+    if tracking_uri.startswith(("http://", "https://")):  # without any credentials in it
+        scheme, rest = tracking_uri.split("://", 1)
+        base = f"{scheme}://{rest.rsplit('@', 1)[-1]}".rstrip("/")
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def _shown_settings(stats: pd.DataFrame) -> list[str]:
+    """System, batch size and the params that differ between configurations."""
+    columns = [c for c in configuration_columns(stats) if not c.startswith("params.in_force_")
+               and c not in SAME_AS_SYSTEM]
+    return [c for c in columns if c in ("system", "batch_size")
+            or stats[c].nunique(dropna=False) > 1]
+
+
+def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:
+    return {c.removeprefix("params."): str(row[c]) for c in shown}
+
+
+def _value(row: pd.Series, key: str) -> str:
+    median, n = row[f"{key}|median"], int(row[f"{key}|n"])
+    if n > 1:
+        return (f"{_number(median)} (median of {n} runs, IQR {_number(row[f'{key}|q1'])}–"
+                f"{_number(row[f'{key}|q3'])})")
+    return f"{_number(median)} (1 run)"
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"

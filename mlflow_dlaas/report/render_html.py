@@ -1,0 +1,80 @@
+"""The report as one self-contained HTML file: inline CSS, plots as data URIs."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+
+from mlflow_dlaas.report.plots import Plot
+from mlflow_dlaas.report.recommend import Recommendation
+from mlflow_dlaas.report.report import Report
+from mlflow_dlaas.report.tables import ComparisonTable
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.6rem; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .85rem; }
+th, td { border: 1px solid #ccc; padding: .25rem .5rem; text-align: right; }
+th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
+figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: .85rem; color: #555; } .missing { color: #8a5a00; }
+.answer { background: #eef7ee; padding: .5rem .8rem; border-left: 4px solid #3a3; }
+.none { background: #fbf3e6; border-left-color: #c80; } code { font-size: .85rem; }
+"""
+
+
+def render_html(report: Report) -> str:
+    """The whole page."""
+    counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(report.status_counts.items()))
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>mlflow-dlaas report: {escape(report.scope)}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>Framework comparison: {escape(report.scope)}</h1>",
+        f"<p>Generated {escape(report.generated_at)} from <code>"
+        f"{escape(report.tracking_uri)}</code>; runs: {escape(counts or 'none')}. Cells are "
+        "medians over replicates with the interquartile range in brackets.</p>",
+    ]
+    parts += [f"<p class='missing'>{escape(note)}</p>" for note in report.notes]
+    if report.recommendations:
+        parts.append("<h2 id='recommendations'>Recommendations</h2>")
+        parts += [_recommendation(r) for r in report.recommendations]
+    parts += [_table(t) for t in report.tables]
+    parts.append("<h2 id='plots'>Plots</h2>")
+    parts += [_plot(p) for p in report.plots]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _recommendation(rec: Recommendation) -> str:
+    css = "answer" if rec.found else "answer none"
+    html = f"<div class='{css}'><p><b>{escape(rec.sentence())}</b></p>"
+    if rec.evidence:
+        links = ", ".join(f"<a href='{escape(e.link)}'>{escape(e.run_name or e.run_id)}</a>"
+                          for e in rec.evidence)
+        html += f"<p>Evidence runs: {links}</p>"
+    if rec.runners_up:
+        html += "<p>Next best: " + "; ".join(
+            escape(", ".join(f"{k}={v}" for k, v in s.items()) + f" -> {v}")
+            for s, v in rec.runners_up) + "</p>"
+    return html + "</div>"
+
+
+def _table(table: ComparisonTable) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.headings)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
+                   for row in table.cells)
+    missing = "".join(f"<li>{escape(m)}</li>" for m in table.missing)
+    return (f"<h2>{escape(table.title)}</h2><table class='comparison'><thead><tr>{head}</tr>"
+            f"</thead><tbody>{body}</tbody></table>"
+            + (f"<ul class='missing'>{missing}</ul>" if missing else ""))
+
+
+def _plot(plot: Plot) -> str:
+    if plot.png is None:
+        return (f"<h3>{escape(plot.title)}</h3><p class='missing'>Not drawn: "
+                f"{escape(plot.missing or '')}</p>")
+    data = base64.b64encode(plot.png).decode()
+    return (f"<figure id='{plot.name}'><h3>{escape(plot.title)}</h3>"
+            f"<img alt='{escape(plot.title)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{escape(plot.caption)}</figcaption></figure>")

@@ -1,0 +1,121 @@
+"""Build the comparison report from a run table: tables, plots, recommendations."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import pandas as pd
+from mlflow import MlflowClient
+
+from mlflow_dlaas.report import inference_plots, resource_plots, training_plots
+from mlflow_dlaas.report.collect import RunTable
+from mlflow_dlaas.report.derived import ENERGY_PER_1000, add_energy, inference_rows
+from mlflow_dlaas.report.goals import Bound, Goal, parse_goal
+from mlflow_dlaas.report.plots import Plot
+from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, recommend
+from mlflow_dlaas.report.tables import (
+    INFERENCE_COLUMNS,
+    TRAINING_COLUMNS,
+    ComparisonTable,
+    comparison_table,
+)
+
+Ask = tuple[Goal, tuple[Bound, ...]]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the HTML and Markdown renderings show."""
+
+    scope: str
+    generated_at: str
+    tracking_uri: str
+    status_counts: dict[str, int]
+    tables: list[ComparisonTable]
+    plots: list[Plot]
+    recommendations: list[Recommendation]
+    notes: list[str] = field(default_factory=list)
+    runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+@dataclass(frozen=True)
+class Workloads:
+    """The finished runs split the way the report uses them."""
+
+    all: pd.DataFrame
+    train: pd.DataFrame
+    inference: pd.DataFrame  # one row per (run, batch size)
+
+    @classmethod
+    def of(cls, table: RunTable) -> Workloads:
+        finished = add_energy(table.finished) if len(table.finished) else table.finished
+        infer = finished[finished["entry"] == "infer"] if len(finished) else finished
+        return cls(finished, finished[finished["entry"] == "train"] if len(finished)
+                   else finished, inference_rows(infer) if len(infer) else infer)
+
+    def rows_for(self, client: MlflowClient, goal: Goal) -> pd.DataFrame:
+        """The rows an objective is judged on (histories read where it needs them)."""
+        if goal.accuracy_target is not None:
+            return add_time_to_accuracy(client, self.train, goal.accuracy_target, goal.metric)
+        key = f"metrics.{goal.metric}"
+        for rows in (self.inference, self.train, self.all):
+            if key in rows and rows[key].notna().any():
+                return rows
+        return self.all
+
+
+def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
+                 asks: list[Ask] | None = None) -> Report:
+    """Tables, plots and recommendations for every finished run of ``table``."""
+    work = Workloads.of(table)
+    tables = []
+    if len(work.train):
+        tables.append(comparison_table("Training", work.train, TRAINING_COLUMNS))
+    if len(work.inference):
+        tables.append(comparison_table("Inference (per batch size)", work.inference,
+                                       INFERENCE_COLUMNS))
+    plots = [
+        training_plots.time_to_accuracy_curves(client, work.train),
+        training_plots.accuracy_vs_time(work.train),
+        inference_plots.versus_batch_size(work.inference),
+        inference_plots.versus_threads(work.inference),
+        inference_plots.latency_cdfs(client, work.inference),
+        resource_plots.timelines(client, work.all),
+        resource_plots.correlation_heatmap(work.all),
+        resource_plots.energy_vs_throughput(work.train, work.inference),
+    ]
+    recommendations = [recommend(work.rows_for(client, goal), goal, bounds, tracking_uri)
+                       for goal, bounds in (asks or []) + default_asks(work)]
+    return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                  tracking_uri, table.status_counts, tables, plots, recommendations,
+                  _notes(table, work), table.runs)
+
+
+def default_asks(work: Workloads) -> list[Ask]:
+    """The questions every report answers for the workloads it has."""
+    asks: list[Ask] = []
+    if len(work.train):
+        asks += [(parse_goal("accuracy"), ()), (parse_goal("time_to_accuracy"), ())]
+    if len(work.inference):
+        asks += [(parse_goal("p99_latency"), ()), (parse_goal("throughput"), ())]
+        if f"metrics.{ENERGY_PER_1000}" in work.inference and \
+                work.inference[f"metrics.{ENERGY_PER_1000}"].notna().any():
+            asks.append((parse_goal("energy_per_1000_predictions"), ()))
+    return asks
+
+
+def _notes(table: RunTable, work: Workloads) -> list[str]:
+    notes = []
+    unfinished = {k: v for k, v in table.status_counts.items() if k != "FINISHED"}
+    if unfinished:
+        notes.append("Not in the tables (only finished runs are): "
+                     + ", ".join(f"{n} {s.lower()}" for s, n in sorted(unfinished.items())))
+    if table.runs.empty:
+        notes.append(f"No runs in {table.scope}: run `mlflow run projects/<framework> ...` or "
+                     "`mlflow-dlaas study SPEC.yaml` first.")
+    other = work.all[~work.all["entry"].isin(["train", "infer"])] if len(work.all) else work.all
+    if len(other):
+        notes.append(f"{len(other)} finished runs are neither training nor inference runs "
+                     "(e.g. `mlflow-dlaas monitor`): they appear in the resource plots only.")
+    return notes

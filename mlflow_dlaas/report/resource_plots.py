@@ -1,0 +1,134 @@
+"""Resource plots: timelines per phase, settings-vs-resource correlations, energy."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+from mlflow_dlaas.report.plots import Plot, colours, draw, missing
+
+MIB = 2**20
+TIMELINE_RUNS = 6
+OUTCOMES = {
+    "metrics.train_time_seconds": "train time", "metrics.final_test_accuracy": "accuracy",
+    "metrics.run/peak_proc_rss_bytes": "peak RSS", "metrics.run/mean_proc_cpu_percent": "CPU %",
+    "metrics.run/proc_cpu_seconds": "CPU seconds", f"metrics.{ENERGY}": "energy",
+    "metrics.offline/throughput_samples_per_second": "throughput",
+    "metrics.single_stream/latency_p99_ms": "p99 latency",
+}
+
+
+def timelines(client: MlflowClient, runs: pd.DataFrame) -> Plot:
+    """Process-tree CPU and RSS over time, phases shaded: the latest run of each system."""
+    name, title = "resource_timelines", "Resource timelines per phase"
+    latest = runs.sort_values("start_time", ascending=False).groupby(
+        ["entry", "system"]).head(1).head(TIMELINE_RUNS)
+    loaded = [(row, *_timeline(client, row["run_id"])) for _, row in latest.iterrows()]
+    loaded = [item for item in loaded if item[1] is not None]
+    if not loaded:
+        return missing(name, title, "no run has the monitor/timeline.csv artifact")
+
+    def paint(figure: Figure) -> None:
+        for i, (row, samples, phases) in enumerate(loaded):
+            ax = figure.add_subplot(len(loaded), 1, i + 1)
+            ax.plot(samples["t_s"], samples.get("proc_cpu_percent", np.nan), color="tab:blue")
+            ax.set_ylabel("CPU %", color="tab:blue", fontsize=8)
+            memory = ax.twinx()
+            memory.plot(samples["t_s"], samples.get("proc_rss_bytes", np.nan) / MIB,
+                        color="tab:red")
+            memory.set_ylabel("RSS MiB", color="tab:red", fontsize=8)
+            for j, phase in enumerate(phases):
+                ax.axvspan(phase["start_s"], phase["end_s"], alpha=0.12,
+                           color="grey" if j % 2 else "gold")
+                ax.text((phase["start_s"] + phase["end_s"]) / 2, ax.get_ylim()[1] * 0.92,
+                        phase["name"], ha="center", fontsize=6)
+            ax.set_title(f"{row['entry']} · {row['system']} · {row['run_name']}", fontsize=9)
+        figure.axes[-2].set_xlabel("seconds since the monitor started")
+
+    return draw(name, title, "The most recent run of each framework / runtime; blue: process-"
+                "tree CPU (100 = one core), red: resident memory.", paint,
+                size=(9, 2.3 * len(loaded) + 0.5))
+
+
+def _timeline(client: MlflowClient, run_id: str
+              ) -> tuple[pd.DataFrame | None, list[dict[str, float]]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            csv_path = client.download_artifacts(run_id, "monitor/timeline.csv", tmp)
+            summary = client.download_artifacts(run_id, "monitor/summary.json", tmp)
+        except (MlflowException, OSError):
+            return None, []
+        return pd.read_csv(csv_path), json.loads(Path(summary).read_text()).get("phases", [])
+
+
+def correlation_heatmap(runs: pd.DataFrame) -> Plot:
+    """Spearman correlation between numeric settings that vary and resource use / outcomes."""
+    name, title = "settings_correlation", "Settings vs resource use (Spearman)"
+    settings = {}
+    for column in (c for c in runs.columns if c.startswith("params.") and c != "params.seed"):
+        values = pd.to_numeric(runs[column], errors="coerce")
+        if values.notna().all() and values.nunique() > 1:
+            settings[column.removeprefix("params.")] = values
+    outcomes = {label: pd.to_numeric(runs[key], errors="coerce")
+                for key, label in OUTCOMES.items()
+                if key in runs and runs[key].notna().sum() >= 3 and runs[key].nunique() > 1}
+    if len(runs) < 3 or not settings or not outcomes:
+        return missing(name, title, "needs at least 3 runs with a numeric setting that varies "
+                       "(threads, batch size, learning rate ...) and resource metrics")
+    frame = pd.DataFrame({**settings, **outcomes})
+    matrix = frame.corr(method="spearman").loc[list(settings), list(outcomes)]
+
+    def paint(figure: Figure) -> None:
+        ax = figure.add_subplot()
+        image = ax.imshow(matrix.values, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=30, ha="right")
+        ax.set_yticks(range(len(matrix.index)), matrix.index)
+        for (i, j), value in np.ndenumerate(matrix.values):
+            if np.isfinite(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+        figure.colorbar(image, ax=ax, label="Spearman rho")
+
+    return draw(name, title, f"{len(runs)} finished runs; blank cells: a pair never measured "
+                "together.", paint, size=(8, 1.2 + 0.5 * len(matrix.index) + 1.5))
+
+
+def energy_vs_throughput(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
+    """Energy per sample against throughput, training and inference side by side."""
+    name, title = "energy_vs_throughput", "Energy vs throughput"
+    panels = []
+    for rows, x, y, label in (
+            (train, "metrics.train_samples_per_second_overall", f"metrics.{ENERGY}",
+             "training: energy of the run (J)"),
+            (inference, "metrics.offline/throughput_samples_per_second",
+             f"metrics.{ENERGY_PER_1000}", "inference: energy per 1,000 predictions (J)")):
+        if x in rows and y in rows:
+            data = pd.DataFrame({"system": rows["system"],
+                                 x: pd.to_numeric(rows[x], errors="coerce"),
+                                 y: pd.to_numeric(rows[y], errors="coerce")}).dropna()
+            if len(data):
+                panels.append((data, x, y, label))
+    if not panels:
+        return missing(name, title, "no run measured energy (no readable RAPL counter or "
+                       "NVIDIA GPU where the runs ran)")
+    palette = colours(pd.concat([p[0]["system"] for p in panels]))
+
+    def paint(figure: Figure) -> None:
+        for i, (data, x, y, label) in enumerate(panels):
+            ax = figure.add_subplot(1, len(panels), i + 1)
+            for system, group in data.groupby("system"):
+                ax.scatter(group[x], group[y], color=palette[system], label=system)
+            ax.set_xlabel("throughput (samples/s)")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+
+    return draw(name, title, "Each point one run (inference: one batch size of a run).",
+                paint, size=(5 * len(panels), 4.2))

@@ -1,0 +1,117 @@
+"""The report's two comparison tables, with the papers' columns, and what is missing."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from mlflow_dlaas.report.aggregate import aggregate
+from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Column:
+    """One reported quantity: heading, metric key, scale into the heading's unit, digits."""
+
+    heading: str
+    metric: str
+    scale: float = 1.0
+    digits: int = 3
+
+    @property
+    def key(self) -> str:
+        return f"metrics.{self.metric}"
+
+
+TRAINING_COLUMNS = (
+    Column("train time (s)", "train_time_seconds", digits=2),
+    Column("test time (s)", "test_time_seconds"),
+    Column("accuracy", "final_test_accuracy", digits=4),
+    Column("time to accuracy (s)", "time_to_accuracy_seconds", digits=2),
+    Column("peak memory (MiB)", "run/peak_proc_rss_bytes", 1 / MIB, 0),
+    Column("CPU % (train)", "train/mean_proc_cpu_percent", digits=0),
+    Column("energy (J)", ENERGY, digits=1),
+)
+INFERENCE_COLUMNS = (
+    Column("p50 (ms)", "single_stream/latency_p50_ms"),
+    Column("p99 (ms)", "single_stream/latency_p99_ms"),
+    Column("throughput (samples/s)", "offline/throughput_samples_per_second", digits=0),
+    Column("offline p99 (ms)", "offline/latency_p99_ms"),
+    Column("load time (s)", "load_time_seconds"),
+    Column("peak memory (MiB)", "run/peak_proc_rss_bytes", 1 / MIB, 0),
+    Column("energy per 1,000 (J)", ENERGY_PER_1000, digits=2),
+)
+#: settings shown beside the system name when they vary between configurations
+SETTING_COLUMNS = ("params.model", "params.dataset", "params.batch_size",
+                   "params.learning_rate", "params.intra_op_threads",
+                   "params.inter_op_threads", "params.omp_threads", "params.precision",
+                   "params.graph_optimization_level", "params.execution_mode", "batch_size")
+
+
+@dataclass(frozen=True)
+class ComparisonTable:
+    """Rendered cells (strings) plus the numbers and run ids behind them."""
+
+    title: str
+    headings: list[str]
+    cells: list[list[str]]
+    stats: pd.DataFrame
+    missing: list[str]
+
+
+def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
+                     ) -> ComparisonTable:
+    """Replicates aggregated; each cell ``median [q1-q3]`` (the IQR) when n > 1."""
+    stats = aggregate(rows, [c.key for c in columns])
+    settings = [c for c in SETTING_COLUMNS if c in stats and stats[c].nunique(dropna=False) > 1]
+    headings = ["system", *(_label(s) for s in settings), "runs",
+                *(c.heading for c in columns)]
+    cells = []
+    for _, row in stats.sort_values(["system", *settings]).iterrows():
+        cells.append([str(row["system"]), *(str(row[s]) for s in settings), str(row["runs"]),
+                      *(_cell(row, c) for c in columns)])
+    return ComparisonTable(title, headings, cells, stats, missing_notes(rows, columns))
+
+
+def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
+    """One sentence per column that some or all runs lack."""
+    notes = []
+    total = rows["run_id"].nunique() if len(rows) else 0
+    for column in columns:
+        have = rows.loc[rows[column.key].notna(), "run_id"].nunique() if column.key in rows else 0
+        if total and have < total:
+            notes.append(f"{column.heading}: `{column.metric}` is missing in "
+                         f"{total - have} of {total} runs{_why(column.metric)}")
+    return notes
+
+
+def _why(metric: str) -> str:
+    if "energy" in metric:
+        return " (no readable RAPL counter or NVIDIA GPU where they ran)"
+    if metric == "time_to_accuracy_seconds":
+        return " (they never reached their target_accuracy)"
+    return ""
+
+
+def _label(column: str) -> str:
+    return column.removeprefix("params.")
+
+
+def _cell(row: pd.Series, column: Column) -> str:
+    median = row[f"{column.key}|median"]
+    if median is None or (isinstance(median, float) and math.isnan(median)):
+        return "—"
+    text = _number(median * column.scale, column.digits)
+    if row[f"{column.key}|n"] > 1:
+        low = _number(row[f"{column.key}|q1"] * column.scale, column.digits)
+        high = _number(row[f"{column.key}|q3"] * column.scale, column.digits)
+        text += f" [{low}–{high}]"
+    return text
+
+
+def _number(value: float, digits: int) -> str:
+    return f"{value:,.{digits}f}"

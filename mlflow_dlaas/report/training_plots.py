@@ -1,0 +1,75 @@
+"""Training plots: time-to-accuracy curves and accuracy against train time."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+from mlflow import MlflowClient
+
+from mlflow_dlaas.report.plots import Plot, colours, draw, missing, pareto_front
+
+CURVES_PER_SYSTEM = 3
+
+
+def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
+    """Test accuracy per epoch against cumulative train time, best runs of each framework."""
+    name, title = "time_to_accuracy", "Time to accuracy"
+    if "metrics.final_test_accuracy" not in train or train.empty:
+        return missing(name, title, "no finished training run logged final_test_accuracy")
+    best = (train.sort_values("metrics.final_test_accuracy", ascending=False)
+            .groupby("system").head(CURVES_PER_SYSTEM))
+    curves = []
+    for _, run in best.iterrows():
+        accuracy = client.get_metric_history(run["run_id"], "test_accuracy")
+        elapsed = {m.step: m.value for m in
+                   client.get_metric_history(run["run_id"], "cumulative_train_time_seconds")}
+        points = sorted((elapsed[m.step], m.value) for m in accuracy if m.step in elapsed)
+        if points:
+            curves.append((run["system"], run["run_name"], points))
+    if not curves:
+        return missing(name, title, "no training run has per-epoch test_accuracy history")
+    palette = colours([c[0] for c in curves])
+
+    def paint(figure: Figure) -> None:
+        ax = figure.add_subplot()
+        seen: set[str] = set()
+        for system, _, points in curves:
+            xs, ys = zip(*[(0.0, 0.0), *points], strict=True)
+            ax.plot(xs, ys, marker="o", color=palette[system], alpha=0.8,
+                    label=None if system in seen else system)
+            seen.add(system)
+        ax.set_xlabel("cumulative train time (s)")
+        ax.set_ylabel("test accuracy")
+        ax.grid(alpha=0.3)
+        ax.legend()
+
+    return draw(name, title, f"Up to {CURVES_PER_SYSTEM} most accurate runs per framework; "
+                "one point per epoch.", paint)
+
+
+def accuracy_vs_time(train: pd.DataFrame) -> Plot:
+    """Every finished training run; the Pareto front (faster and more accurate) drawn."""
+    name, title = "accuracy_vs_train_time", "Accuracy vs train time"
+    needed = ["metrics.final_test_accuracy", "metrics.train_time_seconds"]
+    if train.empty or any(c not in train for c in needed):
+        return missing(name, title, "no finished training run logged both "
+                       "final_test_accuracy and train_time_seconds")
+    data = train.dropna(subset=needed)
+    points = list(zip(data[needed[1]], data[needed[0]], strict=True))
+    front = pareto_front(points)
+    palette = colours(data["system"])
+
+    def paint(figure: Figure) -> None:
+        ax = figure.add_subplot()
+        for system, group in data.groupby("system"):
+            ax.scatter(group[needed[1]], group[needed[0]], color=palette[system], label=system,
+                       alpha=0.75)
+        xs, ys = zip(*front, strict=True)
+        ax.plot(xs, ys, color="black", linestyle="--", marker="*", markersize=12,
+                markerfacecolor="none", label="Pareto front")
+        ax.set_xlabel("train time (s)")
+        ax.set_ylabel("final test accuracy")
+        ax.grid(alpha=0.3)
+        ax.legend()
+
+    return draw(name, title, f"{len(data)} runs; {len(front)} on the Pareto front.", paint)

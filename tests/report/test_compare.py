@@ -1,0 +1,137 @@
+"""`mlflow-dlaas compare` and `recommend` on real runs, through the installed command."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from tests.report.conftest import STUDY, Measured
+
+
+def _cli(cli_path: str, measured: Measured, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([cli_path, *args], env=measured.env(), cwd=measured.root,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
+    html = (report_dir / "report.html").read_text()
+    tables = re.findall(r"<h2>(Training|Inference \(per batch size\))</h2>", html)
+    assert tables == ["Training", "Inference (per batch size)"]
+    training = html.split("<h2>Training</h2>")[1].split("</table>")[0]
+    assert "<td>pytorch</td><td>2</td>" in training  # two replicates, one row
+    assert "<td>tensorflow</td><td>1</td>" in training
+    assert re.search(r"\d \[[\d.,]+–[\d.,]+\]", training), "median [IQR] for replicates"
+    for heading in ("train time (s)", "accuracy", "time to accuracy (s)", "peak memory (MiB)",
+                    "CPU % (train)", "energy (J)"):
+        assert f"<th>{heading}</th>" in training
+    inference = html.split("<h2>Inference (per batch size)</h2>")[1].split("</table>")[0]
+    assert inference.count("<tr>") == 1 + 3 * 2  # heading + 3 configurations x 2 batch sizes
+    drawn = re.findall(r"<figure id='(\w+)'>.*?src='data:image/png;base64,", html)
+    assert set(drawn) >= {"time_to_accuracy", "accuracy_vs_train_time",
+                          "inference_vs_batch_size", "inference_vs_threads", "latency_cdf",
+                          "resource_timelines", "settings_correlation"}
+    assert "Not drawn: no run measured energy" in html  # no RAPL / GPU here: said, not fatal
+    assert "1 failed" in html
+    assert (report_dir / "plots" / "latency_cdf.png").stat().st_size > 1000
+    markdown = (report_dir / "report.md").read_text()
+    assert "| pytorch | 2 |" in markdown and "![Latency CDFs](plots/latency_cdf.png)" in markdown
+
+
+def test_the_report_run_holds_the_report_and_is_not_compared(
+        measured: Measured, report_dir: Path, cli_path: str, tmp_path: Path) -> None:
+    client = mlflow.MlflowClient(measured.uri)
+    experiment = client.get_experiment_by_name(measured.experiment)
+    reports = client.search_runs([experiment.experiment_id], "tags.`dlaas.entry` = 'report'")
+    assert reports and all(r.info.status == "FINISHED" for r in reports)
+    logged = {a.path for a in client.list_artifacts(reports[0].info.run_id, "report")}
+    assert {"report/report.html", "report/report.md", "report/runs.csv"} <= logged
+    assert reports[0].data.tags["dlaas.recommendation.0"].startswith("maximize accuracy")
+    again = _cli(cli_path, measured, "compare", "--experiment", measured.experiment,
+                 "--output", str(tmp_path), "--no-run")
+    assert again.returncode == 0, again.stderr
+    assert "runs: 1 failed, 6 finished" in (tmp_path / "report.md").read_text()
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def test_recommend_picks_the_best_median_and_links_its_runs(measured: Measured,
+                                                           cli_path: str) -> None:
+    client = mlflow.MlflowClient(measured.uri)
+    accuracy = {fw: _median([client.get_run(r).data.metrics["final_test_accuracy"]
+                             for r in ids]) for fw, ids in measured.train.items()}
+    best = max(accuracy, key=accuracy.get)
+    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
+                "--objective", "accuracy", "--constraint", "peak_memory<=64GiB", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["found"] and answer["best"]["system"] == best
+    assert {e["run_id"] for e in answer["evidence"]} == set(measured.train[best])
+    assert all(e["link"].startswith("http://127.0.0.1:5000/#/experiments/")
+               for e in answer["evidence"])
+
+
+def test_recommend_inference_at_a_batch_size(measured: Measured, cli_path: str) -> None:
+    client = mlflow.MlflowClient(measured.uri)
+    p99 = {run_id: client.get_run(run_id).data.metrics["single_stream/batch_4/latency_p99_ms"]
+           for ids in measured.infer.values() for run_id in ids}
+    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
+                "--objective", "p99_latency", "--batch-size", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert [e["run_id"] for e in answer["evidence"]] == [min(p99, key=p99.get)]
+    assert answer["best"]["batch_size"] == "4"
+
+
+def test_time_to_a_chosen_accuracy_comes_from_the_epoch_history(measured: Measured,
+                                                                cli_path: str) -> None:
+    done = _cli(cli_path, measured, "recommend", "--study", STUDY,
+                "--objective", "time_to_accuracy@0.5", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["best"]["system"] == "pytorch"  # the study holds the pytorch runs only
+    client = mlflow.MlflowClient(measured.uri)
+    reached = []
+    for run_id in measured.train["pytorch"]:
+        elapsed = {m.step: m.value for m in
+                   client.get_metric_history(run_id, "cumulative_train_time_seconds")}
+        reached.append(min(elapsed[m.step] for m in
+                           client.get_metric_history(run_id, "test_accuracy") if m.value >= 0.5))
+    assert answer["value"].startswith(f"{_median(reached):.4g}")
+
+
+def test_nothing_qualifies_exits_1_and_says_why(measured: Measured, cli_path: str) -> None:
+    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
+                "--objective", "train_time", "--constraint", "accuracy>=1.5")
+    assert done.returncode == 1
+    assert "no configuration qualifies" in done.stdout and "2 by accuracy>=1.5" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--objective", "fastest"], "objective 'fastest' is not understood"),
+    (["--objective", "min:no_such_metric"], "no run logged 'no_such_metric'"),
+    (["--objective", "accuracy", "--constraint", "accuracy=1"], "NAME OP VALUE"),
+])
+def test_bad_recommend_input_exits_2_with_the_fix(measured: Measured, cli_path: str,
+                                                 args: list[str], says: str) -> None:
+    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment, *args)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--experiment", "no-such-experiment"], "no experiment named 'no-such-experiment'"),
+    (["--study", "no-such-study"], "no trial runs of study 'no-such-study'; studies here:"),
+    ([], "exactly one of --experiment NAME or --study NAME"),
+])
+def test_bad_compare_scope_exits_2(measured: Measured, cli_path: str, args: list[str],
+                                   says: str) -> None:
+    done = _cli(cli_path, measured, "compare", *args, "--no-run")
+    assert done.returncode == 2 and says in done.stderr, done.stderr

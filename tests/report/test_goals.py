@@ -1,0 +1,57 @@
+"""Objectives and constraints as a user types them."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.report.goals import parse_bound, parse_goal
+
+
+@pytest.mark.parametrize(("text", "metric", "direction"), [
+    ("accuracy", "final_test_accuracy", "maximize"),
+    ("p99_latency", "single_stream/latency_p99_ms", "minimize"),
+    ("time_to_accuracy@0.98", "time_to_0.98_accuracy_seconds", "minimize"),
+    ("max:offline/batch_8/throughput_samples_per_second",
+     "offline/batch_8/throughput_samples_per_second", "maximize"),
+    ("min:peak_memory", "run/peak_proc_rss_bytes", "minimize"),
+])
+def test_objectives(text: str, metric: str, direction: str) -> None:
+    goal = parse_goal(text)
+    assert (goal.metric, goal.direction) == (metric, direction)
+
+
+@pytest.mark.parametrize(("text", "metric", "op", "value"), [
+    ("accuracy>=0.98", "final_test_accuracy", ">=", 0.98),
+    ("accuracy >= 98%", "final_test_accuracy", ">=", 0.98),
+    ("peak_memory<=2GiB", "run/peak_proc_rss_bytes", "<=", 2 * 2**30),
+    ("peak_memory<=500MB", "run/peak_proc_rss_bytes", "<=", 500e6),
+    ("p99_latency<5", "single_stream/latency_p99_ms", "<", 5.0),
+    ("p99_latency<=0.01s", "single_stream/latency_p99_ms", "<=", 10.0),
+    ("train_time<=1500ms", "train_time_seconds", "<=", 1.5),
+    ("run/proc_cpu_seconds<=3e2", "run/proc_cpu_seconds", "<=", 300.0),
+])
+def test_constraints(text: str, metric: str, op: str, value: float) -> None:
+    bound = parse_bound(text)
+    assert (bound.metric, bound.op) == (metric, op)
+    assert bound.value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("fastest", "not understood"),
+    ("time_to_accuracy@2", "not understood"),
+])
+def test_bad_objectives_name_the_valid_forms(text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as error:
+        parse_goal(text)
+    assert "p99_latency" in str(error.value) and "min:METRIC" in str(error.value)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("accuracy=0.9", "NAME OP VALUE"),
+    ("peak_memory<=2parsecs", "unit"),
+    ("p99_latency<=2GiB", "unit"),
+])
+def test_bad_constraints_say_how_to_write_them(text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        parse_bound(text)
