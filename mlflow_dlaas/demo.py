@@ -1,8 +1,10 @@
 """The main job on the embedded default: ``make demo`` / ``mlflow-dlaas demo``.
 
-Trains LeNet-5 on the embedded MNIST sample in PyTorch and TensorFlow, serves the PyTorch
-run's ONNX export with ONNX Runtime and OpenVINO (and PyTorch natively), each as a real
-``mlflow run`` of its project, then prints the side-by-side answer.
+Trains LeNet-5 on the embedded MNIST sample in PyTorch, TensorFlow and MXNet; serves each
+framework's model natively and the PyTorch model's ONNX export in ONNX Runtime (at two
+thread counts) and OpenVINO; runs a small PyTorch threading study; writes the comparison
+report. Every step is a real ``mlflow run`` of a project in a fresh process. A step that
+fails is reported and the job goes on; the exit code says whether all succeeded.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import mlflow
@@ -19,70 +22,112 @@ from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.trial_runner import projects_dir
 
 DEMO_EXPERIMENT = "dlaas-demo"
+REPORT_DIR = "dlaas-reports/demo"
 TRAIN = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
          "learning_rate": 0.01, "momentum": 0.9, "target_accuracy": 0.9}
-INFER = {"batch_sizes": "1,8,32", "scenarios": "single_stream,offline,server",
+INFER = {"batch_sizes": "1,8,32", "scenarios": "single_stream,offline",
          "min_query_count": 100, "min_duration_s": 1.0}
-TRAIN_FRAMEWORKS = ("pytorch", "tensorflow")
-RUNTIMES = ("pytorch", "onnxruntime", "openvino")
+#: framework -> MLflow Projects environment manager (MXNet needs its own numpy 1.23)
+TRAIN_FRAMEWORKS = {"pytorch": "local", "tensorflow": "local", "mxnet": "virtualenv"}
+#: (runtime, the framework whose trained model it serves, extra params)
+SERVING: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("pytorch", "pytorch", {}),
+    ("tensorflow", "tensorflow", {}),
+    ("mxnet", "mxnet", {}),
+    ("onnxruntime", "pytorch", {"intra_op_threads": 1}),
+    ("onnxruntime", "pytorch", {"intra_op_threads": 2}),
+    ("openvino", "pytorch", {}),
+)
+STUDY = {
+    "name": "dlaas-demo-threading", "experiment": DEMO_EXPERIMENT, "frameworks": ["pytorch"],
+    "entry_point": "train",
+    "fixed": {**TRAIN, "epochs": 1, "log_model": False},
+    "search_space": {"intra_op_threads": [1, 2], "inter_op_threads": [1, 2]},
+    "objectives": [{"metric": "train_time", "direction": "minimize"}],
+    "sampler": "grid", "n_trials": 4,
+}
 
 
-def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_id: str) -> str:
+@dataclass
+class DemoResult:
+    """Run ids by role, the steps that failed, and where the report is."""
+
+    runs: dict[str, str] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    report: str = ""
+
+
+def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_id: str,
+                env_manager: str = "local") -> str:
     """One ``mlflow run`` of ``projects/<project>``; returns the run id."""
-    print(f"demo: {project} {entry} ...", file=sys.stderr)
+    print(f"demo: {project} {entry} {dict(params) if entry == 'infer' else ''}...",
+          file=sys.stderr)
     submitted = mlflow.projects.run(
         str(projects_dir() / project), entry_point=entry,
         parameters={k: str(v) for k, v in params.items()}, experiment_id=experiment_id,
-        env_manager="local", synchronous=False)
+        env_manager=env_manager, synchronous=False)
     if not submitted.wait():
-        raise WorkloadError(f"the demo's {project} {entry} run {submitted.run_id} failed; "
-                            "see its dlaas.failure_reason tag")
+        reason = mlflow.MlflowClient().get_run(submitted.run_id).data.tags.get(
+            "dlaas.failure_reason", "see the run's log")
+        raise WorkloadError(f"{project} {entry} run {submitted.run_id} failed: {reason}")
     return submitted.run_id
 
 
-def run_demo() -> dict[str, str]:
-    """Train, serve, compare; returns run ids by role."""
+def run_demo() -> DemoResult:
+    """Train, serve, tune, compare; failures are collected, not fatal to the other steps."""
+    from mlflow_dlaas.report.command import compare
+    from mlflow_dlaas.tuning.spec import parse_spec
+    from mlflow_dlaas.tuning.study import run_study
+
     target = configure_tracking()
     # `mlflow run --env-manager local` runs `python` from PATH: make it this environment's
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     experiment_id = ensure_experiment(DEMO_EXPERIMENT)
-    runs = {f"train/{fw}": _mlflow_run(fw, "train", TRAIN, experiment_id)
-            for fw in TRAIN_FRAMEWORKS}
-    served = {"model_uri": f"runs:/{runs['train/pytorch']}"}
-    for runtime in RUNTIMES:
-        runs[f"infer/{runtime}"] = _mlflow_run(runtime, "infer", {**INFER, **served},
-                                               experiment_id)
-    _print_answer(runs)
+    result = DemoResult()
+
+    def step(role: str, action: Any) -> None:
+        try:
+            result.runs[role] = action()
+        except WorkloadError as e:
+            result.failures.append(f"{role}: {e}")
+            print(f"demo: {role} failed, going on: {e}", file=sys.stderr)
+
+    for framework, env_manager in TRAIN_FRAMEWORKS.items():
+        step(f"train/{framework}", lambda f=framework, m=env_manager:
+             _mlflow_run(f, "train", TRAIN, experiment_id, m))
+    for runtime, source, extra in SERVING:
+        trained = result.runs.get(f"train/{source}")
+        if trained is None:
+            continue
+        role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
+        params = {**INFER, **extra, "model_uri": f"runs:/{trained}"}
+        step(role, lambda r=runtime, p=params: _mlflow_run(
+            r, "infer", p, experiment_id, TRAIN_FRAMEWORKS.get(r, "local")))
+    print("demo: threading study ...", file=sys.stderr)
+    launcher = os.environ.pop("MLFLOW_RUN_ID", None)  # under `mlflow run .`: not the parent
+    try:
+        summary = run_study(parse_spec(STUDY))
+    finally:
+        if launcher:
+            os.environ["MLFLOW_RUN_ID"] = launcher
+    if summary.failed:
+        result.failures.append(f"threading study: {summary.failed} failed trials")
+    written, _ = compare(experiment=DEMO_EXPERIMENT, study=None, output=REPORT_DIR)
+    result.report = str(written.html.resolve())
+    _print_answer(written.markdown.read_text())
+    print(f"demo: report: {result.report}", file=sys.stderr)
     print(f"demo: runs are in experiment {DEMO_EXPERIMENT!r}; to see them: "
           f"{target.ui_command()}", file=sys.stderr)
-    return runs
+    if result.failures:
+        raise WorkloadError("the demo finished with failed steps (in the report as failed "
+                            "runs): " + "; ".join(result.failures))
+    return result
 
 
-def _print_answer(runs: Mapping[str, str]) -> None:
-    client = mlflow.MlflowClient()
-    print("\ntraining: lenet5 on mnist5k, 2 epochs")
-    print(f"{'framework':12s} {'accuracy':>9s} {'train s':>8s} {'test s':>7s} "
-          f"{'to 90% s':>9s} {'peak RSS MiB':>13s}")
-    for role, run_id in runs.items():
-        if role.startswith("train/"):
-            m = client.get_run(run_id).data.metrics
-            print(f"{role[6:]:12s} {m['final_test_accuracy']:9.4f} "
-                  f"{m['train_time_seconds']:8.2f} {m['test_time_seconds']:7.3f} "
-                  f"{m.get('time_to_accuracy_seconds', float('nan')):9.2f} "
-                  f"{m['run/peak_proc_rss_bytes'] / 2**20:13.0f}")
-    print("\ninference: the PyTorch run's model, batch 1 single-stream and offline throughput")
-    print(f"{'runtime':12s} {'p50 ms':>8s} {'p99 ms':>8s} {'samples/s @32':>14s} {'load s':>7s}")
-    for role, run_id in runs.items():
-        if role.startswith("infer/"):
-            history = {h.step: h.value for h in client.get_metric_history(
-                run_id, "offline/throughput_samples_per_second")}
-            ss = {k: {h.step: h.value for h in client.get_metric_history(run_id, k)}
-                  for k in ("single_stream/latency_p50_ms", "single_stream/latency_p99_ms")}
-            m = client.get_run(run_id).data.metrics
-            print(f"{role[6:]:12s} {ss['single_stream/latency_p50_ms'][1]:8.3f} "
-                  f"{ss['single_stream/latency_p99_ms'][1]:8.3f} {history.get(32, 0):14.0f} "
-                  f"{m['load_time_seconds']:7.2f}")
-    print()
+def _print_answer(markdown: str) -> None:
+    """The report's recommendations and tables, as the Markdown summary has them."""
+    keep = markdown.split("## Plots")[0]
+    print("\n" + keep.strip() + "\n")
 
 
 __all__ = ["run_demo"]

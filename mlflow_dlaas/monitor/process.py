@@ -14,6 +14,9 @@ from mlflow_dlaas.monitor.base import Sampler
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 
 
+MIN_CPU_WINDOW_S = 0.05
+
+
 class ProcessTreeSampler(Sampler):
     """CPU, memory, threads, context switches and I/O of a process tree.
 
@@ -66,10 +69,12 @@ class ProcessTreeSampler(Sampler):
             values["proc_threads"] = float(threads)
             values["proc_processes"] = float(live)
         now = time.perf_counter()
-        if self._prev is not None and now > self._prev[0]:
+        # CPU times tick in 10 ms jiffies: over a phase-boundary sample's few milliseconds
+        # one tick reads as 1000 %. A shorter window leaves the rate to the next sample.
+        if now - self._prev[0] >= MIN_CPU_WINDOW_S:
             busy_s, wall_s = cpu_seconds - self._prev[1], now - self._prev[0]
             values["proc_cpu_percent"] = 100.0 * busy_s / wall_s
-        self._prev = (now, cpu_seconds)
+            self._prev = (now, cpu_seconds)
         return values
 
     def _refresh_tree(self) -> list[psutil.Process]:

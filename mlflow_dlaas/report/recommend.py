@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.aggregate import aggregate, configuration_columns
 from mlflow_dlaas.report.goals import Bound, Goal
+from mlflow_dlaas.report.tables import setting_text
 
 RUNNERS_UP = 3
 SAME_AS_SYSTEM = ("params.framework", "params.runtime")
@@ -130,7 +131,7 @@ def _shown_settings(stats: pd.DataFrame) -> list[str]:
 
 
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:
-    return {c.removeprefix("params."): str(row[c]) for c in shown}
+    return {c.removeprefix("params."): setting_text(row[c]) for c in shown}
 
 
 def _value(row: pd.Series, key: str) -> str:

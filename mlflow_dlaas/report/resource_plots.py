@@ -70,12 +70,16 @@ def _timeline(client: MlflowClient, run_id: str
 
 
 def correlation_heatmap(runs: pd.DataFrame) -> Plot:
-    """Spearman correlation between numeric settings that vary and resource use / outcomes."""
+    """Spearman correlation between numeric settings that vary and resource use / outcomes.
+
+    Pairwise: each cell uses the runs that have both values (a training setting against
+    training time, an inference setting against latency).
+    """
     name, title = "settings_correlation", "Settings vs resource use (Spearman)"
     settings = {}
     for column in (c for c in runs.columns if c.startswith("params.") and c != "params.seed"):
-        values = pd.to_numeric(runs[column], errors="coerce")
-        if values.notna().all() and values.nunique() > 1:
+        values = pd.to_numeric(runs[column], errors="coerce")  # unset ("") is not a number
+        if values.notna().sum() >= 3 and values.nunique() > 1:
             settings[column.removeprefix("params.")] = values
     outcomes = {label: pd.to_numeric(runs[key], errors="coerce")
                 for key, label in OUTCOMES.items()

@@ -72,7 +72,8 @@ def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
                 *(c.heading for c in columns)]
     cells = []
     for _, row in stats.sort_values(["system", *settings]).iterrows():
-        cells.append([str(row["system"]), *(str(row[s]) for s in settings), str(row["runs"]),
+        cells.append([str(row["system"]), *(setting_text(row[s]) for s in settings),
+                      str(row["runs"]),
                       *(_cell(row, c) for c in columns)])
     return ComparisonTable(title, headings, cells, stats, missing_notes(rows, columns))
 
@@ -95,6 +96,13 @@ def _why(metric: str) -> str:
     if metric == "time_to_accuracy_seconds":
         return " (they never reached their target_accuracy)"
     return ""
+
+
+def setting_text(value: object) -> str:
+    """A setting as shown: unset (empty or absent) params are the framework's default."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return "default"
+    return str(value)
 
 
 def _label(column: str) -> str:

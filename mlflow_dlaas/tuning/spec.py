@@ -12,8 +12,9 @@ import yaml
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks import available_frameworks
+from mlflow_dlaas.inference.runtimes import RUNTIMES
 
-ENTRY_POINTS = ("train",)
+ENTRY_POINTS = ("train", "infer")
 SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
 PRUNERS = ("none", "median", "hyperband")
 ENV_MANAGERS = ("local", "virtualenv", "uv")
@@ -30,12 +31,18 @@ METRIC_ALIASES = {
     "cpu_seconds": "run/proc_cpu_seconds",
     "energy": "run/gpu0_energy_joules",
     "throughput": "train_samples_per_second_overall",
+    # inference: the last batch size logged; fix batch_sizes to one value, or name the flat
+    # key (e.g. offline/batch_32/throughput_samples_per_second)
+    "p50_latency": "single_stream/latency_p50_ms",
+    "p99_latency": "single_stream/latency_p99_ms",
+    "inference_throughput": "offline/throughput_samples_per_second",
+    "load_time": "load_time_seconds",
 }
 #: The per-epoch metric a pruner watches, per entry point.
 PRUNING_METRIC = {"train": "test_accuracy"}
 TOP_KEYS = {"name", "entry_point", "frameworks", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
-            "replicates", "env_manager", "seed"}
+            "replicates", "env_manager", "seed", "experiment"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class StudySpec:
     replicates: int = 1
     env_manager: str = "local"
     seed: int | None = None
+    experiment: str | None = None  # the MLflow experiment; default: the study's name
 
     @property
     def directions(self) -> list[str]:
@@ -126,11 +134,11 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
         frameworks = [frameworks]
     if not frameworks or not isinstance(frameworks, list):
         raise ConfigError("study spec: frameworks: give a list, e.g. [pytorch, tensorflow]")
-    known = available_frameworks()
+    known = available_frameworks() if entry == "train" else RUNTIMES
     for fw in frameworks:
         if fw not in known:
-            raise ConfigError(f"study spec: frameworks: unknown framework {fw!r}; "
-                              f"valid: {', '.join(sorted(known))}")
+            raise ConfigError(f"study spec: frameworks: unknown {entry} project {fw!r}; "
+                              f"valid for entry_point {entry}: {', '.join(sorted(known))}")
     fixed = raw.get("fixed") or {}
     if not isinstance(fixed, Mapping):
         raise ConfigError("study spec: fixed: give a mapping of parameter to value")
@@ -146,6 +154,9 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
     constraints = tuple(_constraint(i, c) for i, c in enumerate(_list(raw, "constraints")))
     sampler = _choice(raw, "sampler", SAMPLERS, "nsga2" if len(objectives) > 1 else "tpe")
     pruner = _choice(raw, "pruner", PRUNERS, "none")
+    if pruner != "none" and entry not in PRUNING_METRIC:
+        raise ConfigError(f"study spec: pruner: {entry} runs report no per-epoch metric to "
+                          "prune on; set pruner: none")
     if pruner != "none" and len(objectives) > 1:
         raise ConfigError("study spec: pruner: Optuna prunes single-objective studies only; "
                           "set pruner: none or keep one objective")
@@ -172,6 +183,7 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
         replicates=_positive_int(raw, "replicates", 1),
         env_manager=_choice(raw, "env_manager", ENV_MANAGERS, "local"),
         seed=raw.get("seed"),
+        experiment=str(raw["experiment"]) if raw.get("experiment") else None,
     )
 
 

@@ -53,7 +53,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     print(f"mlflow-dlaas: study {spec.name!r} in {where}", file=sys.stderr)
     launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
     experiment_id = (mlflow.MlflowClient().get_run(launcher).info.experiment_id if launcher
-                     else ensure_experiment(spec.name))
+                     else ensure_experiment(spec.experiment or spec.name))
     study, created = _create_or_load(spec, storage)
     parent_id = _parent_run(study, spec, experiment_id, created)
     mlflow.MlflowClient().update_run(parent_id, status="RUNNING")

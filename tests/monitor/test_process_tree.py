@@ -63,3 +63,24 @@ def test_vanished_root_is_a_clear_unavailable_source() -> None:
 
     with pytest.raises(SourceUnavailable, match="does not exist"):
         ProcessTreeSampler(proc.pid).open()
+
+
+def test_cpu_percent_is_not_read_off_a_few_milliseconds() -> None:
+    """Phase boundaries add samples milliseconds apart; one 10 ms CPU tick must not read 1000 %."""
+    proc = subprocess.Popen([sys.executable, "-c", BURN.format(s=1.5)])
+    try:
+        sampler = ProcessTreeSampler(proc.pid)
+        sampler.open()
+        time.sleep(0.1)
+        readings = []
+        for _ in range(20):  # a boundary-like burst, then a regular interval
+            readings.append(sampler.collect().get("proc_cpu_percent"))
+            time.sleep(0.002)
+        time.sleep(0.1)
+        readings.append(sampler.collect().get("proc_cpu_percent"))
+    finally:
+        proc.kill()
+        proc.wait()
+    seen = [r for r in readings if r is not None]
+    assert readings[-1] is not None and len(seen) < len(readings)
+    assert max(seen) <= 100.0 * 1.25  # one busy thread, jiffy rounding at most 10 ms in 50
