@@ -26,6 +26,14 @@ def test_a_good_spec_gets_defaults_and_aliases() -> None:
     assert [d.kind for d in spec.search_space] == ["categorical", "float"]
 
 
+def test_an_inference_study_in_a_named_experiment() -> None:
+    spec = parse_spec({**GOOD, "entry_point": "infer", "frameworks": ["onnxruntime"],
+                       "experiment": "serving", "objectives": [
+                           {"metric": "p99_latency", "direction": "minimize"}]})
+    assert spec.experiment == "serving" and spec.frameworks == ("onnxruntime",)
+    assert spec.objectives[0].metric == "single_stream/latency_p99_ms"
+
+
 def test_several_objectives_default_to_nsga2() -> None:
     spec = parse_spec({**GOOD, "objectives": [
         {"metric": "accuracy", "direction": "maximize"},
@@ -36,7 +44,13 @@ def test_several_objectives_default_to_nsga2() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"frameworks": ["caffe"]}, "frameworks: unknown framework 'caffe'; valid: mxnet"),
+        ({"frameworks": ["caffe"]},
+         "frameworks: unknown train project 'caffe'; valid for entry_point train: mxnet"),
+        ({"frameworks": ["onnxruntime"]}, "valid for entry_point train: mxnet, pytorch"),
+        ({"entry_point": "infer", "frameworks": ["caffe"]},
+         "valid for entry_point infer: mxnet, onnxruntime, openvino, pytorch, tensorflow"),
+        ({"entry_point": "infer", "frameworks": ["onnxruntime"], "pruner": "median"},
+         "pruner: infer runs report no per-epoch metric"),
         ({"frameworks": None}, "frameworks: give a list"),
         ({"sampler": "cmaes"}, "sampler: 'cmaes' is not one of tpe, nsga2, gp, grid, random"),
         ({"pruner": "asha"}, "pruner: 'asha' is not one of none, median, hyperband"),

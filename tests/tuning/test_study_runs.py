@@ -57,6 +57,27 @@ def test_trials_are_child_runs_and_the_study_resumes(
     assert [t.number for t in study.trials] == [0, 1, 2]
 
 
+def test_an_inference_study_searches_threads_in_a_named_experiment(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    spec = write_spec(
+        tmp_path, name=name, experiment=f"{name}-runs", frameworks=["onnxruntime"],
+        entry_point="infer", sampler="grid", n_trials=2,
+        fixed={"model": "lenet5", "batch_sizes": "4", "scenarios": "single_stream",
+               "min_query_count": 20, "min_duration_s": 0.1},
+        search_space={"intra_op_threads": [1, 2]},
+        objectives=[{"metric": "p99_latency", "direction": "minimize"}])
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert mlflow.MlflowClient().get_experiment_by_name(name) is None
+    (parent,), children = study_runs(f"{name}-runs")
+    assert {c.info.status for c in children} == {"FINISHED"}
+    assert sorted(c.data.params["in_force_intra_op_threads"] for c in children) == ["1", "2"]
+    best = min(children, key=lambda c: c.data.metrics["single_stream/batch_4/latency_p99_ms"])
+    assert parent.data.tags["dlaas.best_run_ids"] == best.info.run_id
+
+
 def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
