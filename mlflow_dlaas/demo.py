@@ -18,8 +18,8 @@ from typing import Any
 import mlflow
 
 from mlflow_dlaas.errors import WorkloadError
+from mlflow_dlaas.launch import start_project_run, use_this_python
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
-from mlflow_dlaas.tuning.trial_runner import projects_dir
 
 DEMO_EXPERIMENT = "dlaas-demo"
 REPORT_DIR = "dlaas-reports/demo"
@@ -62,13 +62,15 @@ def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_
     """One ``mlflow run`` of ``projects/<project>``; returns the run id."""
     print(f"demo: {project} {entry} {dict(params) if entry == 'infer' else ''}...",
           file=sys.stderr)
-    submitted = mlflow.projects.run(
-        str(projects_dir() / project), entry_point=entry,
-        parameters={k: str(v) for k, v in params.items()}, experiment_id=experiment_id,
-        env_manager=env_manager, synchronous=False)
-    if not submitted.wait():
-        reason = mlflow.MlflowClient().get_run(submitted.run_id).data.tags.get(
-            "dlaas.failure_reason", "see the run's log")
+    submitted = start_project_run(project, entry, params, experiment_id=experiment_id,
+                                  env_manager=env_manager)
+    succeeded = submitted.wait()
+    client = mlflow.MlflowClient()
+    run = client.get_run(submitted.run_id)
+    if run.info.status == "RUNNING":  # the process died before its run could end
+        client.set_terminated(submitted.run_id, "FINISHED" if succeeded else "FAILED")
+    if not succeeded:
+        reason = run.data.tags.get("dlaas.failure_reason", "see the run's log")
         raise WorkloadError(f"{project} {entry} run {submitted.run_id} failed: {reason}")
     return submitted.run_id
 
@@ -80,8 +82,7 @@ def run_demo() -> DemoResult:
     from mlflow_dlaas.tuning.study import run_study
 
     target = configure_tracking()
-    # `mlflow run --env-manager local` runs `python` from PATH: make it this environment's
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    use_this_python()
     experiment_id = ensure_experiment(DEMO_EXPERIMENT)
     result = DemoResult()
 

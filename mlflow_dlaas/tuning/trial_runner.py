@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-import os
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import mlflow
 from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.launch import start_project_run, stop_project_run
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 
-PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
 POLL_S = 0.25
 
 
@@ -29,17 +28,6 @@ class ChildOutcome:
     status: str  # FINISHED | FAILED | KILLED | PRUNED | TIMEOUT
     metrics: dict[str, float] = field(default_factory=dict)
     reason: str = ""
-
-
-def projects_dir() -> Path:
-    """The folder holding ``projects/<framework>`` (MLFLOW_DLAAS_PROJECTS overrides)."""
-    candidates = [Path(os.environ[PROJECTS_ENV])] if os.environ.get(PROJECTS_ENV) else []
-    candidates.append(Path(__file__).resolve().parents[2] / "projects")
-    for path in candidates:
-        if path.is_dir():
-            return path
-    raise ConfigError(f"cannot find the projects/ folder; set {PROJECTS_ENV} to the "
-                      "mlflow-dlaas checkout's projects/ directory")
 
 
 def run_child(
@@ -70,11 +58,9 @@ def run_child(
     # Logged here, so that a trial that fails before logging anything still shows its params.
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
     try:
-        submitted = mlflow.projects.run(
-            str(projects_dir() / framework), entry_point=entry_point,
-            parameters={k: str(v) for k, v in params.items()}, experiment_id=experiment_id,
-            run_id=run_id, env_manager=env_manager, synchronous=False,
-        )
+        submitted = start_project_run(framework, entry_point, params,
+                                      experiment_id=experiment_id, run_id=run_id,
+                                      env_manager=env_manager)
     except Exception as e:
         return _end(client, run_id, "FAILED", f"could not launch: {type(e).__name__}: {e}")
     deadline = time.monotonic() + timeout_s
@@ -82,25 +68,30 @@ def run_child(
     try:
         while submitted.get_status() == "RUNNING":
             if time.monotonic() > deadline:
-                submitted.cancel()
+                stop_project_run(submitted)
                 return _end(client, run_id, "TIMEOUT", f"timed out after {timeout_s:.0f} s")
             if on_progress is not None:
                 history = client.get_metric_history(run_id, "test_accuracy")
                 for point in sorted(history, key=lambda m: m.step)[reported:]:
                     reported += 1
                     if on_progress("test_accuracy", point.step, point.value):
-                        submitted.cancel()
+                        stop_project_run(submitted)
                         return _end(client, run_id, "PRUNED",
                                     f"pruned at step {point.step} (test_accuracy {point.value})")
             if heartbeat is not None:
                 heartbeat()
-            time.sleep(POLL_S)
+            # returns as soon as the process ends: no poll interval lost per trial
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                submitted.command_proc.wait(timeout=POLL_S)
     except BaseException:
-        submitted.cancel()
+        stop_project_run(submitted)
         _end(client, run_id, "KILLED", "the study worker was interrupted")
         raise
     final = client.get_run(run_id)
     status = final.info.status
+    if status == "RUNNING":  # the process died before its run could end
+        return _end(client, run_id, "FAILED",
+                    f"the trial process ended {submitted.get_status()} without ending its run")
     if status != "FINISHED":
         reason = final.data.tags.get(REASON_TAG, f"the trial process ended {status}")
         return ChildOutcome(run_id, "FAILED", dict(final.data.metrics), reason)

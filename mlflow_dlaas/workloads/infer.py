@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import logging
 import multiprocessing
-import sys
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ from mlflow_dlaas.monitor import ResourceMonitor
 from mlflow_dlaas.parallelism import apply_process_settings, process_settings_in_force
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
-from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.entry import exit_without_teardown, run_entry_point
 
 log = logging.getLogger(__name__)
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
@@ -263,4 +262,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from mlflow_dlaas.monitor import ResourceMonitor
 from mlflow_dlaas.parallelism import apply_process_settings, process_settings_in_force
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
-from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.entry import exit_without_teardown, run_entry_point
 
 log = logging.getLogger(__name__)
 EVAL_BATCH = 500
@@ -199,4 +198,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main())

@@ -1,0 +1,99 @@
+"""Start a ``projects/<name>`` entry point through MLflow Projects' local backend.
+
+``mlflow.projects.run(synchronous=False)`` starts a whole ``mlflow run`` CLI process, which
+imports MLflow and opens the store again only to start the entry point's command: about 2 s
+of every trial. The local backend itself, in its direct mode, prepares the same environment
+(local, virtualenv, uv), composes the same command and environment variables, and starts the
+command at once; it returns a handle that does not wait. The run is ended by the workload;
+a process that dies without ending it is ended by whoever waits on it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.projects.backend.local import LocalBackend
+from mlflow.projects.submitted_run import SubmittedRun
+from mlflow.projects.utils import (
+    MLFLOW_LOCAL_BACKEND_RUN_ID_CONFIG,
+    PROJECT_BUILD_IMAGE,
+    PROJECT_DOCKER_ARGS,
+    PROJECT_DOCKER_AUTH,
+    PROJECT_ENV_MANAGER,
+    PROJECT_STORAGE_DIR,
+    PROJECT_SYNCHRONOUS,
+)
+
+from mlflow_dlaas.errors import ConfigError
+
+PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
+
+
+def projects_dir() -> Path:
+    """The folder holding ``projects/<framework>`` (MLFLOW_DLAAS_PROJECTS overrides)."""
+    candidates = [Path(os.environ[PROJECTS_ENV])] if os.environ.get(PROJECTS_ENV) else []
+    candidates.append(Path(__file__).resolve().parents[1] / "projects")
+    for path in candidates:
+        if (path / "pytorch" / "MLproject").is_file():
+            return path
+    raise ConfigError(f"cannot find the projects/ folder; set {PROJECTS_ENV} to the "
+                      "mlflow-dlaas checkout's projects/ directory")
+
+
+def use_this_python() -> None:
+    """Put this interpreter's bin folder first on PATH.
+
+    The local env manager starts ``python`` from PATH; without this, ``.venv/bin/mlflow-dlaas``
+    run from an unactivated shell would find none, or another environment's.
+    """
+    own = os.path.dirname(sys.executable)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != own:
+        os.environ["PATH"] = own + os.pathsep + os.environ.get("PATH", "")
+
+
+def start_project_run(project: str, entry_point: str, params: Mapping[str, Any], *,
+                      experiment_id: str, run_id: str | None = None,
+                      env_manager: str = "local") -> SubmittedRun:
+    """Start ``projects/<project>``'s entry point in a fresh process; do not wait."""
+    use_this_python()
+    config = {PROJECT_ENV_MANAGER: env_manager, PROJECT_SYNCHRONOUS: True,
+              PROJECT_DOCKER_ARGS: None, PROJECT_STORAGE_DIR: None, PROJECT_BUILD_IMAGE: False,
+              PROJECT_DOCKER_AUTH: None}
+    if run_id is not None:
+        config[MLFLOW_LOCAL_BACKEND_RUN_ID_CONFIG] = run_id
+    return LocalBackend().run(str(projects_dir() / project), entry_point,
+                              {k: str(v) for k, v in params.items()}, None, config,
+                              mlflow.get_tracking_uri(), experiment_id)
+
+
+def stop_project_run(submitted: SubmittedRun, grace_s: float = 10.0) -> None:
+    """Terminate the entry point's whole process tree (SIGTERM, then SIGKILL after grace).
+
+    The command runs under ``bash -c``; where bash does not exec it (a virtualenv's
+    ``source ... && python ...``), stopping bash alone would leave the workload running.
+    """
+    import psutil
+
+    proc = submitted.command_proc
+    try:
+        root = psutil.Process(proc.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    for member in tree:
+        try:
+            member.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for member in alive:
+        try:
+            member.kill()
+        except psutil.NoSuchProcess:
+            continue
+    proc.wait()
