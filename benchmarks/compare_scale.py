@@ -1,7 +1,8 @@
 """How long `mlflow-dlaas compare` takes on 1,000 runs (goal: seconds).
 
 Logs N runs into a throw-away SQLite store, shaped like real ones: half training runs
-(summary metrics of the monitor, the paper's columns, per-epoch history) and half inference
+(the monitor's summaries of 7 phases, about 220 metrics, the paper's columns, per-epoch
+history) and half inference
 runs (flat per-batch keys for three batch sizes), with replicates and a thread setting that
 varies. Then times each stage of the report in one process: the paged search into pandas,
 building tables / plots / recommendations, and writing the files.
@@ -35,10 +36,14 @@ def log_runs(n: int) -> str:
         params = {"framework" if train else "runtime": system, "seed": str(i % 3),
                   "intra_op_threads": str(1 + i % 2), "batch_size": str(32 * (1 + i % 4))}
         metrics = {f"{phase}/{stat}_{key}": float(rng.random() * 1e9)
-                   for phase in ("run", "load", "train" if train else "offline")
+                   for phase in (("run", "load", "warmup", "train", "eval", "test", "save")
+                                 if train else ("run", "load", "check", "single_stream",
+                                                "offline"))
                    for stat in ("peak", "mean", "p95")
                    for key in ("proc_rss_bytes", "proc_cpu_percent", "proc_threads",
-                               "sys_cpu_percent", "sys_memory_used_bytes")}
+                               "proc_hwm_rss_bytes", "proc_processes", "sys_cpu_percent",
+                               "sys_cpu0_percent", "sys_cpu1_percent", "sys_memory_used_bytes",
+                               "sys_memory_available_bytes")}
         history = []
         if train:
             metrics.update({"final_test_accuracy": 0.9 + rng.random() / 10,
