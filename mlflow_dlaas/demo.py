@@ -60,8 +60,8 @@ class DemoResult:
 def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_id: str,
                 env_manager: str = "local") -> str:
     """One ``mlflow run`` of ``projects/<project>``; returns the run id."""
-    print(f"demo: {project} {entry} {dict(params) if entry == 'infer' else ''}...",
-          file=sys.stderr)
+    shown = " ".join(f"{k}={v}" for k, v in params.items() if k in ("intra_op_threads",))
+    print(f"demo: {project} {entry} {shown}...", file=sys.stderr)
     submitted = start_project_run(project, entry, params, experiment_id=experiment_id,
                                   env_manager=env_manager)
     succeeded = submitted.wait()
