@@ -32,10 +32,6 @@ class RunTable:
     def finished(self) -> pd.DataFrame:
         return self.runs[self.runs["status"] == "FINISHED"]
 
-    def of_entry(self, entry: str) -> pd.DataFrame:
-        finished = self.finished
-        return finished[finished["entry"] == entry]
-
 
 def collect_runs(client: MlflowClient, *, experiment: str | None = None,
                  study: str | None = None) -> RunTable:
