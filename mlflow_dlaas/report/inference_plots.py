@@ -18,6 +18,7 @@ P99 = "metrics.single_stream/latency_p99_ms"
 P50 = "metrics.single_stream/latency_p50_ms"
 THREADS = ("params.in_force_intra_op_threads", "params.intra_op_threads")
 MAX_LINES = 8
+STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 CDF_ARTIFACT = "latency/cdf.csv"
 
 
@@ -40,10 +41,14 @@ def versus_batch_size(rows: pd.DataFrame) -> Plot:
                                              (P99, "single-stream p99 (ms)"))):
             ax = figure.add_subplot(1, 2, i + 1)
             if metric in medians:
-                for config in keep:
+                seen: dict[str, int] = {}
+                for config in keep:  # one colour per system, one line style per setting
                     line = medians[medians["config"] == config].sort_values("batch_size")
-                    ax.plot(line["batch_size"], line[metric], marker="o", label=config,
-                            color=palette[line["system"].iloc[0]])
+                    system = line["system"].iloc[0]
+                    style = STYLES[seen.setdefault(system, 0) % len(STYLES)]
+                    seen[system] += 1
+                    ax.plot(line["batch_size"], line[metric], marker=style[1],
+                            linestyle=style[0], label=config, color=palette[system])
             ax.set_xscale("log", base=2)
             batches = sorted(medians["batch_size"].unique())
             ax.set_xticks(batches, [str(b) for b in batches])
