@@ -86,32 +86,38 @@ def run_demo() -> DemoResult:
     experiment_id = ensure_experiment(DEMO_EXPERIMENT)
     result = DemoResult()
 
-    def step(role: str, action: Any) -> None:
+    def step(role: str, action: Any) -> Any:
+        """Run one step; any failure (a run, an environment, the store) is noted, not fatal."""
         try:
-            result.runs[role] = action()
-        except WorkloadError as e:
-            result.failures.append(f"{role}: {e}")
+            return action()
+        except Exception as e:  # the job reports every failure at its end
+            result.failures.append(f"{role}: {type(e).__name__}: {e}")
             print(f"demo: {role} failed, going on: {e}", file=sys.stderr)
+            return None
 
     for framework, env_manager in TRAIN_FRAMEWORKS.items():
-        step(f"train/{framework}", lambda f=framework, m=env_manager:
-             _mlflow_run(f, "train", TRAIN, experiment_id, m))
+        run_id = step(f"train/{framework}", lambda f=framework, m=env_manager:
+                      _mlflow_run(f, "train", TRAIN, experiment_id, m))
+        if run_id:
+            result.runs[f"train/{framework}"] = run_id
     for runtime, source, extra in SERVING:
         trained = result.runs.get(f"train/{source}")
         if trained is None:
             continue
         role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
         params = {**INFER, **extra, "model_uri": f"runs:/{trained}"}
-        step(role, lambda r=runtime, p=params: _mlflow_run(
+        run_id = step(role, lambda r=runtime, p=params: _mlflow_run(
             r, "infer", p, experiment_id, TRAIN_FRAMEWORKS.get(r, "local")))
+        if run_id:
+            result.runs[role] = run_id
     print("demo: threading study ...", file=sys.stderr)
     launcher = os.environ.pop("MLFLOW_RUN_ID", None)  # under `mlflow run .`: not the parent
     try:
-        summary = run_study(parse_spec(STUDY))
+        summary = step("threading study", lambda: run_study(parse_spec(STUDY)))
     finally:
         if launcher:
             os.environ["MLFLOW_RUN_ID"] = launcher
-    if summary.failed:
+    if summary is not None and summary.failed:
         result.failures.append(f"threading study: {summary.failed} failed trials")
     written, _ = compare(experiment=DEMO_EXPERIMENT, study=None, output=REPORT_DIR)
     result.report = str(written.html.resolve())

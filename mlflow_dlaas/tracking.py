@@ -74,11 +74,15 @@ def ensure_experiment(name: str) -> str:
 
 
 def redact_uri(uri: str) -> str:
-    """Hide a password embedded in a URI (``scheme://user:secret@host``)."""
-    if "@" not in uri or "://" not in uri:
+    """Hide credentials in a URI: ``user:secret@`` keeps the user, a bare ``token@`` is masked
+    whole, and a query string (``?password=``, ``?token=``) is dropped."""
+    if "://" not in uri:
         return uri
     scheme, rest = uri.split("://", 1)
+    rest = rest.split("?", 1)[0]
+    if "@" not in rest:
+        return f"{scheme}://{rest}"
     creds, host = rest.rsplit("@", 1)
     user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else uri
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://***@{host}"
 

@@ -7,6 +7,8 @@ import pandas as pd
 
 #: params that tell replicates apart rather than configurations
 REPLICATE_PARAMS = ("params.seed",)
+#: params that only restate the system or what was in force: never shown as settings
+NOT_SHOWN = ("params.framework", "params.runtime")
 STATS = ("median", "q1", "q3", "mean", "sd", "n")
 
 
@@ -15,6 +17,14 @@ def configuration_columns(rows: pd.DataFrame) -> list[str]:
     columns = [c for c in ("entry", "system", "batch_size") if c in rows]
     return columns + sorted(c for c in rows.columns
                             if c.startswith("params.") and c not in REPLICATE_PARAMS)
+
+
+def shown_settings(stats: pd.DataFrame) -> list[str]:
+    """System, batch size, and every other configuration column that differs between rows."""
+    return [c for c in configuration_columns(stats)
+            if c in ("system", "batch_size")
+            or (c not in NOT_SHOWN and not c.startswith("params.in_force_")
+                and stats[c].nunique(dropna=False) > 1)]
 
 
 def configuration_ids(rows: pd.DataFrame) -> pd.Series:

@@ -55,7 +55,8 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
                           f"{', '.join(_study_names(client, ids)) or 'none'}")
     table = pd.DataFrame([_row(r) for r in runs])
     if table.empty:
-        table = pd.DataFrame(columns=["run_id", "status", "entry", "system"])
+        table = pd.DataFrame(columns=["run_id", "run_name", "status", "experiment_id",
+                                      "start_time", "end_time", "entry", "system"])
     counts = table["status"].value_counts().to_dict() if len(table) else {}
     return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()})
 

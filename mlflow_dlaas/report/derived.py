@@ -25,20 +25,29 @@ def energy_by_phase(runs: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def add_energy(runs: pd.DataFrame) -> pd.DataFrame:
-    """``metrics.energy_joules``: the whole run's measured energy (NaN where none was readable)."""
+    """Per run: ``metrics.energy_joules`` (whole run) and, for inference runs,
+    ``metrics.energy_per_1000_predictions_joules`` (the batched scenarios' energy over the
+    samples they served); NaN where no energy counter was readable."""
     runs = runs.copy()
     whole_run = energy_by_phase(runs).get("run", [])
     runs[f"metrics.{ENERGY}"] = (runs[whole_run].sum(axis=1, min_count=1) if whole_run
                                  else np.nan)
+    runs[f"metrics.{ENERGY_PER_1000}"] = _energy_per_1000(runs)
     return runs
+
+
+def batched_metrics(runs: pd.DataFrame) -> frozenset[str]:
+    """The metric keys logged per batch size (``offline/throughput_samples_per_second`` ...)."""
+    return frozenset(f"{m.group('scenario')}/{m.group('name')}"
+                     for m in map(_BATCH_KEY.fullmatch, runs.columns) if m)
 
 
 def inference_rows(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (inference run, batch size), batch keys folded back to plain ones.
 
     ``metrics.offline/batch_32/throughput_samples_per_second`` becomes the row of batch 32's
-    ``metrics.offline/throughput_samples_per_second``; run-wide metrics repeat on every row;
-    ``metrics.energy_per_1000_predictions_joules`` is the scenarios' energy per sample served.
+    ``metrics.offline/throughput_samples_per_second``; run-wide metrics (load time, energy
+    per 1,000 predictions) repeat on every row.
     """
     batched: dict[int, dict[str, str]] = {}
     for column in runs.columns:
@@ -49,13 +58,11 @@ def inference_rows(runs: pd.DataFrame) -> pd.DataFrame:
     folded = {plain for renames in batched.values() for plain in renames.values()}
     # the plain keys hold only the last batch size logged: the batch rows replace them
     shared = [c for c in runs.columns if not _BATCH_KEY.fullmatch(c) and c not in folded]
-    energy = _energy_per_1000(runs)
     frames = []
     for batch, renames in sorted(batched.items()):
         frame = runs[shared + list(renames)].rename(columns=renames)
         frame = frame[frame[list(renames.values())].notna().any(axis=1)].copy()
         frame["batch_size"] = batch
-        frame[f"metrics.{ENERGY_PER_1000}"] = energy.loc[frame.index]
         frames.append(frame)
     if not frames:
         return runs.iloc[0:0].assign(batch_size=pd.Series(dtype=int))

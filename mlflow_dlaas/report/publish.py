@@ -20,6 +20,7 @@ class Written:
     html: Path
     markdown: Path
     directory: Path
+    files: tuple[Path, ...]  # everything this report wrote, nothing else in the directory
 
 
 def default_output(scope: str) -> Path:
@@ -30,15 +31,18 @@ def write_report(report: Report, directory: Path) -> Written:
     """``report.html`` (self-contained), ``report.md``, ``plots/*.png``, ``runs.csv``."""
     plots = directory / "plots"
     plots.mkdir(parents=True, exist_ok=True)
+    files = []
     for plot in report.plots:
         if plot.png is not None:
-            (plots / f"{plot.name}.png").write_bytes(plot.png)
+            files.append(plots / f"{plot.name}.png")
+            files[-1].write_bytes(plot.png)
     html = directory / "report.html"
     html.write_text(render_html(report), encoding="utf-8")
     markdown = directory / "report.md"
     markdown.write_text(render_markdown(report), encoding="utf-8")
     report.runs.to_csv(directory / "runs.csv", index=False)
-    return Written(html, markdown, directory)
+    files += [html, markdown, directory / "runs.csv"]
+    return Written(html, markdown, directory, tuple(files))
 
 
 def log_report_run(client: MlflowClient, report: Report, written: Written,
@@ -47,7 +51,10 @@ def log_report_run(client: MlflowClient, report: Report, written: Written,
     tags = {"dlaas.entry": "report", "dlaas.role": "report", "dlaas.report_scope": report.scope}
     run = client.create_run(experiment_id, run_name=f"report-{report.scope}"[:250], tags=tags)
     try:
-        client.log_artifacts(run.info.run_id, str(written.directory), ARTIFACT_DIR)
+        for path in written.files:  # only this report's files, whatever else DIR holds
+            folder = path.parent.relative_to(written.directory)
+            client.log_artifact(run.info.run_id, str(path),
+                                str(Path(ARTIFACT_DIR) / folder) if folder.parts else ARTIFACT_DIR)
         found = [r for r in report.recommendations if r.found]
         for i, rec in enumerate(found):
             client.set_tag(run.info.run_id, f"dlaas.recommendation.{i}", rec.sentence()[:5000])

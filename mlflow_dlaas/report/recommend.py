@@ -10,12 +10,11 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.report.aggregate import aggregate, configuration_columns
+from mlflow_dlaas.report.aggregate import aggregate, shown_settings
 from mlflow_dlaas.report.goals import Bound, Goal
 from mlflow_dlaas.report.tables import setting_text
 
 RUNNERS_UP = 3
-SAME_AS_SYSTEM = ("params.framework", "params.runtime")
 HISTORY_THREADS = 8
 
 
@@ -78,9 +77,12 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
               tracking_uri: str = "") -> Recommendation:
     """Aggregate replicates, drop configurations whose medians break a bound, pick the best."""
     keys = [f"metrics.{goal.metric}", *(f"metrics.{b.metric}" for b in bounds)]
-    if not rows.empty and keys[0] not in rows:
-        raise ConfigError(f"no run logged {goal.metric!r}; check the objective's name (see "
-                          "`mlflow-dlaas recommend --help`) or the runs' entry point")
+    for key, what in zip(keys, ["objective", *(f"constraint {b.text!r}" for b in bounds)],
+                         strict=True):
+        if not rows.empty and key not in rows:
+            raise ConfigError(f"no run logged {key.removeprefix('metrics.')!r} (the {what}); "
+                              "check the name (see `mlflow-dlaas recommend --help`) or the "
+                              "runs' entry point")
     stats = aggregate(rows, keys)
     candidates = stats[stats[f"{keys[0]}|median"].notna()] if len(stats) else stats
     excluded: dict[str, int] = {}
@@ -99,7 +101,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         return found
     ranked = candidates.sort_values(f"{keys[0]}|median",
                                     ascending=goal.direction == "minimize")
-    shown = _shown_settings(stats)
+    shown = shown_settings(stats)
     best = ranked.iloc[0]
     names = rows.set_index("run_id")["run_name"].to_dict()
     experiments = rows.set_index("run_id")["experiment_id"].to_dict()
@@ -120,14 +122,6 @@ def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
         scheme, rest = tracking_uri.split("://", 1)
         base = f"{scheme}://{rest.rsplit('@', 1)[-1]}".rstrip("/")
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
-
-
-def _shown_settings(stats: pd.DataFrame) -> list[str]:
-    """System, batch size and the params that differ between configurations."""
-    columns = [c for c in configuration_columns(stats) if not c.startswith("params.in_force_")
-               and c not in SAME_AS_SYSTEM]
-    return [c for c in columns if c in ("system", "batch_size")
-            or stats[c].nunique(dropna=False) > 1]
 
 
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:

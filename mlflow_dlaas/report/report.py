@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 
 from mlflow_dlaas.report import inference_plots, resource_plots, training_plots
 from mlflow_dlaas.report.collect import RunTable
-from mlflow_dlaas.report.derived import ENERGY_PER_1000, add_energy, inference_rows
+from mlflow_dlaas.report.derived import add_energy, batched_metrics, inference_rows
 from mlflow_dlaas.report.goals import Bound, Goal, parse_goal
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, recommend
@@ -43,26 +43,37 @@ class Report:
 class Workloads:
     """The finished runs split the way the report uses them."""
 
-    all: pd.DataFrame
+    all: pd.DataFrame  # one row per run
     train: pd.DataFrame
-    inference: pd.DataFrame  # one row per (run, batch size)
+    inference: pd.DataFrame  # one row per (inference run, batch size)
+    batched: frozenset[str]  # metric keys logged per batch size
 
     @classmethod
     def of(cls, table: RunTable) -> Workloads:
         finished = add_energy(table.finished) if len(table.finished) else table.finished
         infer = finished[finished["entry"] == "infer"] if len(finished) else finished
         return cls(finished, finished[finished["entry"] == "train"] if len(finished)
-                   else finished, inference_rows(infer) if len(infer) else infer)
+                   else finished, inference_rows(infer) if len(infer) else infer,
+                   batched_metrics(infer))
 
     def rows_for(self, client: MlflowClient, goal: Goal) -> pd.DataFrame:
-        """The rows an objective is judged on (histories read where it needs them)."""
+        """The rows an objective is judged on: per batch size for the metrics logged per
+        batch size, else one per run of the entry points (train, infer ...) that logged it;
+        per-epoch histories are read for ``time_to_accuracy@X``."""
         if goal.accuracy_target is not None:
             return add_time_to_accuracy(client, self.train, goal.accuracy_target, goal.metric)
+        if goal.metric in self.batched:
+            return self.inference
         key = f"metrics.{goal.metric}"
-        for rows in (self.inference, self.train, self.all):
-            if key in rows and rows[key].notna().any():
-                return rows
-        return self.all
+        if key not in self.all:
+            return self.all
+        entries = set(self.all.loc[self.all[key].notna(), "entry"])
+        return self.all[self.all["entry"].isin(entries)]
+
+    def can_answer(self, client: MlflowClient, goal: Goal) -> bool:
+        rows = self.rows_for(client, goal)
+        key = f"metrics.{goal.metric}"
+        return key in rows and bool(rows[key].notna().any())
 
 
 def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
@@ -86,23 +97,20 @@ def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
         resource_plots.energy_vs_throughput(work.train, work.inference),
     ]
     recommendations = [recommend(work.rows_for(client, goal), goal, bounds, tracking_uri)
-                       for goal, bounds in (asks or []) + default_asks(work)]
+                       for goal, bounds in (asks or []) + default_asks(client, work)]
     return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                   tracking_uri, table.status_counts, tables, plots, recommendations,
                   _notes(table, work), table.runs)
 
 
-def default_asks(work: Workloads) -> list[Ask]:
-    """The questions every report answers for the workloads it has."""
-    asks: list[Ask] = []
-    if len(work.train):
-        asks += [(parse_goal("accuracy"), ()), (parse_goal("time_to_accuracy"), ())]
-    if len(work.inference):
-        asks += [(parse_goal("p99_latency"), ()), (parse_goal("throughput"), ())]
-        if f"metrics.{ENERGY_PER_1000}" in work.inference and \
-                work.inference[f"metrics.{ENERGY_PER_1000}"].notna().any():
-            asks.append((parse_goal("energy_per_1000_predictions"), ()))
-    return asks
+DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "p99_latency", "throughput",
+                     "energy_per_1000_predictions")
+
+
+def default_asks(client: MlflowClient, work: Workloads) -> list[Ask]:
+    """The questions every report answers, those the runs logged the metric for."""
+    goals = [parse_goal(q) for q in DEFAULT_QUESTIONS]
+    return [(goal, ()) for goal in goals if work.can_answer(client, goal)]
 
 
 def _notes(table: RunTable, work: Workloads) -> list[str]:

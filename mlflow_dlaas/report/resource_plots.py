@@ -17,6 +17,7 @@ from mlflow_dlaas.report.plots import Plot, colours, draw, missing
 
 MIB = 2**20
 TIMELINE_RUNS = 6
+MIN_PAIRS = 3  # fewer runs measured with both values: no correlation shown
 OUTCOMES = {
     "metrics.train_time_seconds": "train time", "metrics.final_test_accuracy": "accuracy",
     "metrics.run/peak_proc_rss_bytes": "peak RSS", "metrics.run/mean_proc_cpu_percent": "CPU %",
@@ -29,6 +30,8 @@ OUTCOMES = {
 def timelines(client: MlflowClient, runs: pd.DataFrame) -> Plot:
     """Process-tree CPU and RSS over time, phases shaded: the latest run of each system."""
     name, title = "resource_timelines", "Resource timelines per phase"
+    if runs.empty:
+        return missing(name, title, "no finished runs")
     latest = runs.sort_values("start_time", ascending=False).groupby(
         ["entry", "system"]).head(1).head(TIMELINE_RUNS)
     loaded = [(row, *_timeline(client, row["run_id"])) for _, row in latest.iterrows()]
@@ -88,7 +91,8 @@ def correlation_heatmap(runs: pd.DataFrame) -> Plot:
         return missing(name, title, "needs at least 3 runs with a numeric setting that varies "
                        "(threads, batch size, learning rate ...) and resource metrics")
     frame = pd.DataFrame({**settings, **outcomes})
-    matrix = frame.corr(method="spearman").loc[list(settings), list(outcomes)]
+    matrix = frame.corr(method="spearman", min_periods=MIN_PAIRS)
+    matrix = matrix.loc[list(settings), list(outcomes)]
 
     def paint(figure: Figure) -> None:
         ax = figure.add_subplot()
@@ -100,8 +104,9 @@ def correlation_heatmap(runs: pd.DataFrame) -> Plot:
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
         figure.colorbar(image, ax=ax, label="Spearman rho")
 
-    return draw(name, title, f"{len(runs)} finished runs; blank cells: a pair never measured "
-                "together.", paint, size=(8, 1.2 + 0.5 * len(matrix.index) + 1.5))
+    return draw(name, title, f"{len(runs)} finished runs; blank cells: a pair measured "
+                f"together in fewer than {MIN_PAIRS} runs.", paint,
+                size=(8, 2.7 + 0.5 * len(matrix.index)))
 
 
 def energy_vs_throughput(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mlflow_dlaas.report.aggregate import aggregate
+from mlflow_dlaas.report.aggregate import aggregate, shown_settings
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
 
 MIB = 2**20
@@ -43,15 +43,8 @@ INFERENCE_COLUMNS = (
     Column("offline p99 (ms)", "offline/latency_p99_ms"),
     Column("load time (s)", "load_time_seconds"),
     Column("peak memory (MiB)", "run/peak_proc_rss_bytes", 1 / MIB, 0),
-    Column("energy per 1,000 (J)", ENERGY_PER_1000, digits=2),
+    Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
 )
-#: settings shown beside the system name when they vary between configurations
-SETTING_COLUMNS = ("params.model", "params.dataset", "params.batch_size",
-                   "params.learning_rate", "params.intra_op_threads",
-                   "params.inter_op_threads", "params.omp_threads", "params.precision",
-                   "params.graph_optimization_level", "params.execution_mode", "batch_size")
-
-
 @dataclass(frozen=True)
 class ComparisonTable:
     """Rendered cells (strings) plus the numbers and run ids behind them."""
@@ -67,7 +60,7 @@ def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
                      ) -> ComparisonTable:
     """Replicates aggregated; each cell ``median [q1-q3]`` (the IQR) when n > 1."""
     stats = aggregate(rows, [c.key for c in columns])
-    settings = [c for c in SETTING_COLUMNS if c in stats and stats[c].nunique(dropna=False) > 1]
+    settings = [c for c in shown_settings(stats) if c != "system"] if len(stats) else []
     headings = ["system", *(_label(s) for s in settings), "runs",
                 *(c.heading for c in columns)]
     cells = []

@@ -55,6 +55,9 @@ def accuracy_vs_time(train: pd.DataFrame) -> Plot:
         return missing(name, title, "no finished training run logged both "
                        "final_test_accuracy and train_time_seconds")
     data = train.dropna(subset=needed)
+    if data.empty:
+        return missing(name, title, "no finished training run logged both "
+                       "final_test_accuracy and train_time_seconds")
     points = list(zip(data[needed[1]], data[needed[0]], strict=True))
     front = pareto_front(points)
     palette = colours(data["system"])

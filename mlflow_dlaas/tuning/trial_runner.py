@@ -69,6 +69,8 @@ def run_child(
         while submitted.get_status() == "RUNNING":
             if time.monotonic() > deadline:
                 stop_project_run(submitted)
+                if client.get_run(run_id).info.status == "FINISHED":  # it ended just in time
+                    break
                 return _end(client, run_id, "TIMEOUT", f"timed out after {timeout_s:.0f} s")
             if on_progress is not None:
                 history = client.get_metric_history(run_id, "test_accuracy")

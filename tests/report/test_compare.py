@@ -119,6 +119,8 @@ def test_nothing_qualifies_exits_1_and_says_why(measured: Measured, cli_path: st
     (["--objective", "fastest"], "objective 'fastest' is not understood"),
     (["--objective", "min:no_such_metric"], "no run logged 'no_such_metric'"),
     (["--objective", "accuracy", "--constraint", "accuracy=1"], "NAME OP VALUE"),
+    (["--objective", "accuracy", "--constraint", "peek_rss_bytes<=5"],
+     "no run logged 'peek_rss_bytes' (the constraint 'peek_rss_bytes<=5')"),
 ])
 def test_bad_recommend_input_exits_2_with_the_fix(measured: Measured, cli_path: str,
                                                  args: list[str], says: str) -> None:
@@ -135,3 +137,31 @@ def test_bad_compare_scope_exits_2(measured: Measured, cli_path: str, args: list
                                    says: str) -> None:
     done = _cli(cli_path, measured, "compare", *args, "--no-run")
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
+        measured: Measured, cli_path: str, tmp_path: Path) -> None:
+    """A run with only some metrics (no target reached, no monitor), and stray files in DIR."""
+    client = mlflow.MlflowClient(measured.uri)
+    experiment_id = client.create_experiment(f"sparse-{tmp_path.name}")
+    run = client.create_run(experiment_id, tags={"dlaas.entry": "train",
+                                                 "dlaas.framework": "pytorch"})
+    client.log_metric(run.info.run_id, "final_test_accuracy", 0.5)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    (tmp_path / "secret.env").write_text("TOKEN=do-not-upload")
+    done = _cli(cli_path, measured, "compare", "--experiment", f"sparse-{tmp_path.name}",
+                "--output", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    markdown = (tmp_path / "report.md").read_text()
+    assert "maximize accuracy" in markdown and "time_to_accuracy" not in markdown.split(
+        "## Training")[0]  # no default question without its metric
+    assert "`time_to_accuracy_seconds` is missing in 1 of 1 runs" in markdown
+    (report,) = client.search_runs([experiment_id], "tags.`dlaas.entry` = 'report'")
+    logged = {a.path for a in client.list_artifacts(report.info.run_id, "report")}
+    assert "report/secret.env" not in logged and "report/report.html" in logged
+
+    client.create_experiment(f"empty-{tmp_path.name}")
+    done = _cli(cli_path, measured, "compare", "--experiment", f"empty-{tmp_path.name}",
+                "--output", str(tmp_path / "empty"), "--no-run")
+    assert done.returncode == 0, done.stderr
+    assert "No runs in experiment" in (tmp_path / "empty" / "report.md").read_text()

@@ -55,3 +55,16 @@ def test_bad_objectives_name_the_valid_forms(text: str, says: str) -> None:
 def test_bad_constraints_say_how_to_write_them(text: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         parse_bound(text)
+
+
+@pytest.mark.parametrize(("uri", "shown"), [
+    ("http://alice:s3cret@host:5000", "http://alice:***@host:5000"),
+    ("https://tok3n@host/mlflow", "https://***@host/mlflow"),
+    ("https://host/mlflow?token=tok3n", "https://host/mlflow"),
+    ("postgresql://bob:pw@db/mlflow", "postgresql://bob:***@db/mlflow"),
+    ("sqlite:////tmp/mlflow.db", "sqlite:////tmp/mlflow.db"),
+])
+def test_uris_in_reports_and_logs_carry_no_credentials(uri: str, shown: str) -> None:
+    from mlflow_dlaas.tracking import redact_uri
+
+    assert redact_uri(uri) == shown
