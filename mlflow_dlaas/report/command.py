@@ -37,7 +37,7 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
     ((goal, bounds),) = _asks((objective,), constraints)
     client, uri = _client()
     work = Workloads.of(collect_runs(client, experiment=experiment, study=study))
-    rows = work.rows_for(client, goal)
+    rows = work.rows_for(client, goal, bounds)
     if batch_size is not None:
         if "batch_size" not in rows:
             raise ConfigError(f"--batch-size applies to inference objectives; {goal.text!r} "

@@ -28,7 +28,8 @@ def default_output(scope: str) -> Path:
 
 
 def write_report(report: Report, directory: Path) -> Written:
-    """``report.html`` (self-contained), ``report.md``, ``plots/*.png``, ``runs.csv``."""
+    """``report.html`` (self-contained), ``report.md``, ``plots/*.png``, ``runs.csv`` and
+    ``<table>_stats.csv`` (every statistic of every configuration)."""
     plots = directory / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     files = []
@@ -42,6 +43,11 @@ def write_report(report: Report, directory: Path) -> Written:
     markdown.write_text(render_markdown(report), encoding="utf-8")
     report.runs.to_csv(directory / "runs.csv", index=False)
     files += [html, markdown, directory / "runs.csv"]
+    for table in report.tables:  # every statistic: median, q1, q3, mean, sd, n
+        path = directory / f"{table.title.split()[0].lower()}_stats.csv"
+        table.stats.assign(run_ids=table.stats["run_ids"].str.join(",")).to_csv(path,
+                                                                                index=False)
+        files.append(path)
     return Written(html, markdown, directory, tuple(files))
 
 

@@ -99,7 +99,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
     found = Recommendation(goal, bounds, len(stats), excluded)
     if candidates.empty:
         return found
-    ranked = candidates.sort_values(f"{keys[0]}|median",
+    ranked = candidates.sort_values(f"{keys[0]}|median", kind="stable",
                                     ascending=goal.direction == "minimize")
     shown = shown_settings(stats)
     best = ranked.iloc[0]

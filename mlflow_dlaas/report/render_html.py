@@ -62,8 +62,10 @@ def _recommendation(rec: Recommendation) -> str:
 
 def _table(table: ComparisonTable) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in table.headings)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
-                   for row in table.cells)
+    body = "".join(
+        "<tr>" + "".join(f"<td title='{escape(h)}'>{escape(c)}</td>" if h
+                         else f"<td>{escape(c)}</td>" for c, h in zip(row, hints, strict=True))
+        + "</tr>" for row, hints in zip(table.cells, table.hints, strict=True))
     missing = "".join(f"<li>{escape(m)}</li>" for m in table.missing)
     return (f"<h2>{escape(table.title)}</h2><table class='comparison'><thead><tr>{head}</tr>"
             f"</thead><tbody>{body}</tbody></table>"

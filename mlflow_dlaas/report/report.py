@@ -56,13 +56,15 @@ class Workloads:
                    else finished, inference_rows(infer) if len(infer) else infer,
                    batched_metrics(infer))
 
-    def rows_for(self, client: MlflowClient, goal: Goal) -> pd.DataFrame:
-        """The rows an objective is judged on: per batch size for the metrics logged per
-        batch size, else one per run of the entry points (train, infer ...) that logged it;
-        per-epoch histories are read for ``time_to_accuracy@X``."""
+    def rows_for(self, client: MlflowClient, goal: Goal, bounds: tuple[Bound, ...] = ()
+                 ) -> pd.DataFrame:
+        """The rows an objective is judged on: per batch size when it or a bound is a metric
+        logged per batch size (run-wide ones repeat on each row), else one per run of the
+        entry points (train, infer ...) that logged it; per-epoch histories are read for
+        ``time_to_accuracy@X``."""
         if goal.accuracy_target is not None:
             return add_time_to_accuracy(client, self.train, goal.accuracy_target, goal.metric)
-        if goal.metric in self.batched:
+        if {goal.metric, *(b.metric for b in bounds)} & self.batched:
             return self.inference
         key = f"metrics.{goal.metric}"
         if key not in self.all:
@@ -96,7 +98,8 @@ def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
         resource_plots.correlation_heatmap(work.all),
         resource_plots.energy_vs_throughput(work.train, work.inference),
     ]
-    recommendations = [recommend(work.rows_for(client, goal), goal, bounds, tracking_uri)
+    recommendations = [recommend(work.rows_for(client, goal, bounds), goal, bounds,
+                                 tracking_uri)
                        for goal, bounds in (asks or []) + default_asks(client, work)]
     return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                   tracking_uri, table.status_counts, tables, plots, recommendations,

@@ -38,6 +38,7 @@ TRAINING_COLUMNS = (
 )
 INFERENCE_COLUMNS = (
     Column("p50 (ms)", "single_stream/latency_p50_ms"),
+    Column("p95 (ms)", "single_stream/latency_p95_ms"),
     Column("p99 (ms)", "single_stream/latency_p99_ms"),
     Column("throughput (samples/s)", "offline/throughput_samples_per_second", digits=0),
     Column("offline p99 (ms)", "offline/latency_p99_ms"),
@@ -52,6 +53,7 @@ class ComparisonTable:
     title: str
     headings: list[str]
     cells: list[list[str]]
+    hints: list[list[str]]  # per cell: mean ± sd and n, shown on hover in the HTML
     stats: pd.DataFrame
     missing: list[str]
 
@@ -63,12 +65,13 @@ def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
     settings = [c for c in shown_settings(stats) if c != "system"] if len(stats) else []
     headings = ["system", *(_label(s) for s in settings), "runs",
                 *(c.heading for c in columns)]
-    cells = []
+    cells, hints = [], []
     for _, row in stats.sort_values(["system", *settings]).iterrows():
         cells.append([str(row["system"]), *(setting_text(row[s]) for s in settings),
                       str(row["runs"]),
                       *(_cell(row, c) for c in columns)])
-    return ComparisonTable(title, headings, cells, stats, missing_notes(rows, columns))
+        hints.append([""] * (len(settings) + 2) + [_hint(row, c) for c in columns])
+    return ComparisonTable(title, headings, cells, hints, stats, missing_notes(rows, columns))
 
 
 def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
@@ -112,6 +115,15 @@ def _cell(row: pd.Series, column: Column) -> str:
         high = _number(row[f"{column.key}|q3"] * column.scale, column.digits)
         text += f" [{low}–{high}]"
     return text
+
+
+def _hint(row: pd.Series, column: Column) -> str:
+    n = int(row[f"{column.key}|n"])
+    if not n:
+        return ""
+    mean = _number(row[f"{column.key}|mean"] * column.scale, column.digits)
+    sd = _number(row[f"{column.key}|sd"] * column.scale, column.digits)
+    return f"mean {mean} ± sd {sd}, n = {n}"
 
 
 def _number(value: float, digits: int) -> str:

@@ -38,6 +38,9 @@ def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
     assert "Not drawn: no run measured energy" in html  # no RAPL / GPU here: said, not fatal
     assert "1 failed" in html
     assert (report_dir / "plots" / "latency_cdf.png").stat().st_size > 1000
+    assert re.search(r"<td title='mean [\d.,]+ ± sd [\d.,]+, n = 2'>", training)
+    stats = (report_dir / "training_stats.csv").read_text().splitlines()
+    assert "metrics.train_time_seconds|sd" in stats[0] and len(stats) == 1 + 2
     markdown = (report_dir / "report.md").read_text()
     assert "| pytorch | 2 |" in markdown and "![Latency CDFs](plots/latency_cdf.png)" in markdown
 
@@ -89,6 +92,17 @@ def test_recommend_inference_at_a_batch_size(measured: Measured, cli_path: str) 
     answer = json.loads(done.stdout)
     assert [e["run_id"] for e in answer["evidence"]] == [min(p99, key=p99.get)]
     assert answer["best"]["batch_size"] == "4"
+
+
+def test_a_per_batch_bound_judges_run_wide_objectives_per_batch_size(
+        measured: Measured, cli_path: str) -> None:
+    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
+                "--objective", "load_time", "--constraint", "p99_latency<=1s", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["best"]["batch_size"] == "1"  # load time ties across batch sizes: smallest
+    assert {e["run_id"] for e in answer["evidence"]} <= {
+        r for ids in measured.infer.values() for r in ids}
 
 
 def test_time_to_a_chosen_accuracy_comes_from_the_epoch_history(measured: Measured,
