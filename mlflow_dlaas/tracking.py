@@ -34,6 +34,9 @@ def embedded_uri(directory: Path | None = None) -> str:
     return f"sqlite:///{(directory or Path.cwd()).resolve() / EMBEDDED_DB}"
 
 
+_ANNOUNCED: set[str] = set()
+
+
 def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     """Honour MLFLOW_TRACKING_URI, else select the embedded store; mark runs as ours.
 
@@ -49,7 +52,8 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
         target = TrackingTarget(uri=embedded_uri(), embedded=True)
         os.environ[TRACKING_ENV] = target.uri
     mlflow.set_tracking_uri(target.uri)
-    if announce:
+    if announce and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
+        _ANNOUNCED.add(target.uri)
         where = "embedded default" if target.embedded else "from MLFLOW_TRACKING_URI"
         print(f"mlflow-dlaas: tracking runs in {redact_uri(target.uri)} ({where})", file=sys.stderr)
         print(f"mlflow-dlaas: to browse them: {redact_uri(target.ui_command())}", file=sys.stderr)
