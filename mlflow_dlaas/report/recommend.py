@@ -37,6 +37,7 @@ class Recommendation:
     value: str = ""
     evidence: tuple[Evidence, ...] = ()
     runners_up: tuple[tuple[dict[str, str], str], ...] = ()
+    margin: str = ""  # is the winner clear of the next best, given the spread?
 
     @property
     def found(self) -> bool:
@@ -54,7 +55,7 @@ class Recommendation:
             return (f"{wanted}: no configuration qualifies ({self.considered} considered; "
                     f"excluded: {why})")
         setting = ", ".join(f"{k}={v}" for k, v in self.best.items())
-        return f"{wanted}: {setting} -> {self.value}"
+        return f"{wanted}: {setting} -> {self.value}" + (f"; {self.margin}" if self.margin else "")
 
 
 def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: float,
@@ -112,7 +113,22 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         goal, bounds, len(stats), excluded, _settings(best, shown),
         _value(best, keys[0]), evidence,
         tuple((_settings(r, shown), _value(r, keys[0]))
-              for _, r in ranked.iloc[1:1 + RUNNERS_UP].iterrows()))
+              for _, r in ranked.iloc[1:1 + RUNNERS_UP].iterrows()),
+        _margin(best, ranked.iloc[1] if len(ranked) > 1 else None, keys[0]))
+
+
+def _margin(best: pd.Series, next_best: pd.Series | None, key: str) -> str:
+    """Whether the winner's interquartile range overlaps the next best's (a noisy machine
+    makes single differences meaningless)."""
+    if next_best is None:
+        return "the only qualifying configuration"
+    if best[f"{key}|n"] < 2 or next_best[f"{key}|n"] < 2:
+        return "no replicates to tell it from the next best: repeat the runs for a spread"
+    low, high = sorted((best[f"{key}|q1"], best[f"{key}|q3"]))
+    other_low, other_high = sorted((next_best[f"{key}|q1"], next_best[f"{key}|q3"]))
+    if low <= other_high and other_low <= high:
+        return "its IQR overlaps the next best's: not a clear winner"
+    return "clear of the next best (the IQRs do not overlap)"
 
 
 def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
