@@ -20,6 +20,7 @@ figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid 
 figcaption { font-size: .85rem; color: #555; } .missing { color: #8a5a00; }
 .answer { background: #eef7ee; padding: .5rem .8rem; border-left: 4px solid #3a3; }
 .none { background: #fbf3e6; border-left-color: #c80; } code { font-size: .85rem; }
+.scroll { overflow-x: auto; }
 """
 
 
@@ -67,8 +68,8 @@ def _table(table: ComparisonTable) -> str:
                          else f"<td>{escape(c)}</td>" for c, h in zip(row, hints, strict=True))
         + "</tr>" for row, hints in zip(table.cells, table.hints, strict=True))
     missing = "".join(f"<li>{escape(m)}</li>" for m in table.missing)
-    return (f"<h2>{escape(table.title)}</h2><table class='comparison'><thead><tr>{head}</tr>"
-            f"</thead><tbody>{body}</tbody></table>"
+    return (f"<h2>{escape(table.title)}</h2><div class='scroll'><table class='comparison'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
             + (f"<ul class='missing'>{missing}</ul>" if missing else ""))
 
 

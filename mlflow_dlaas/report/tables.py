@@ -95,10 +95,14 @@ def _why(metric: str) -> str:
 
 
 def setting_text(value: object) -> str:
-    """A setting as shown: unset (empty or absent) params are the framework's default."""
+    """A setting as shown: unset (empty or absent) params are the framework's default; a run
+    URI by its first 8 hex digits; anything else longer than 32 characters shortened."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
         return "default"
-    return str(value)
+    text = str(value)
+    if text.startswith("runs:/") and len(text) > 14:
+        return text[:14] + "…"
+    return text if len(text) <= 32 else text[:31] + "…"
 
 
 def _label(column: str) -> str:

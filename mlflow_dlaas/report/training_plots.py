@@ -34,7 +34,7 @@ def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
         ax = figure.add_subplot()
         seen: set[str] = set()
         for system, _, points in curves:
-            xs, ys = zip(*[(0.0, 0.0), *points], strict=True)
+            xs, ys = zip(*points, strict=True)  # measured epochs only, no assumed origin
             ax.plot(xs, ys, marker="o", color=palette[system], alpha=0.8,
                     label=None if system in seen else system)
             seen.add(system)
