@@ -18,7 +18,8 @@ from typing import Any
 import mlflow
 
 from mlflow_dlaas.errors import WorkloadError
-from mlflow_dlaas.launch import start_project_run, use_this_python
+from mlflow_dlaas.launch import end_orphaned_run, start_project_run
+from mlflow_dlaas.run_lifecycle import REASON_TAG
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 
 DEMO_EXPERIMENT = "dlaas-demo"
@@ -64,13 +65,11 @@ def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_
     print(f"demo: {project} {entry} {shown}...", file=sys.stderr)
     submitted = start_project_run(project, entry, params, experiment_id=experiment_id,
                                   env_manager=env_manager)
-    succeeded = submitted.wait()
     client = mlflow.MlflowClient()
-    run = client.get_run(submitted.run_id)
-    if run.info.status == "RUNNING":  # the process died before its run could end
-        client.set_terminated(submitted.run_id, "FINISHED" if succeeded else "FAILED")
+    succeeded = submitted.wait()
+    succeeded = not end_orphaned_run(client, submitted) and succeeded
     if not succeeded:
-        reason = run.data.tags.get("dlaas.failure_reason", "see the run's log")
+        reason = client.get_run(submitted.run_id).data.tags.get(REASON_TAG, "see the run's log")
         raise WorkloadError(f"{project} {entry} run {submitted.run_id} failed: {reason}")
     return submitted.run_id
 
@@ -82,7 +81,6 @@ def run_demo() -> DemoResult:
     from mlflow_dlaas.tuning.study import run_study
 
     target = configure_tracking()
-    use_this_python()
     experiment_id = ensure_experiment(DEMO_EXPERIMENT)
     result = DemoResult()
 

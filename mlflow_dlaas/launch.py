@@ -30,6 +30,7 @@ from mlflow.projects.utils import (
 )
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.run_lifecycle import REASON_TAG
 
 PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
 
@@ -69,6 +70,17 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
     return LocalBackend().run(str(projects_dir() / project), entry_point,
                               {k: str(v) for k, v in params.items()}, None, config,
                               mlflow.get_tracking_uri(), experiment_id)
+
+
+def end_orphaned_run(client: mlflow.MlflowClient, submitted: SubmittedRun) -> bool:
+    """End FAILED, with the reason, a run whose process exited without ending it (killed,
+    crashed); returns whether it had to."""
+    if client.get_run(submitted.run_id).info.status != "RUNNING":
+        return False
+    client.set_tag(submitted.run_id, REASON_TAG,
+                   f"the process ended {submitted.get_status()} without ending its run")
+    client.set_terminated(submitted.run_id, "FAILED")
+    return True
 
 
 def stop_project_run(submitted: SubmittedRun, grace_s: float = 10.0) -> None:

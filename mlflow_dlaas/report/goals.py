@@ -7,23 +7,20 @@ from dataclasses import dataclass
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+from mlflow_dlaas.tuning.spec import METRIC_ALIASES
 
-#: alias: (metric key, the direction that is better)
+_MAXIMIZED = {METRIC_ALIASES[a] for a in ("accuracy", "inference_throughput", "throughput")}
+#: alias: (metric key, the direction that is better). The study spec's aliases, plus the
+#: report's own; two differ: ``energy`` here is the derived whole-run total (CPU packages and
+#: GPUs), ``throughput`` the inference (offline) throughput, as a report reader means it.
 ALIASES: dict[str, tuple[str, str]] = {
-    "accuracy": ("final_test_accuracy", "maximize"),
-    "train_time": ("train_time_seconds", "minimize"),
-    "test_time": ("test_time_seconds", "minimize"),
-    "time_to_accuracy": ("time_to_accuracy_seconds", "minimize"),
-    "peak_memory": ("run/peak_proc_rss_bytes", "minimize"),
-    "peak_rss": ("run/peak_proc_rss_bytes", "minimize"),
-    "cpu_seconds": ("run/proc_cpu_seconds", "minimize"),
+    **{alias: (metric, "maximize" if metric in _MAXIMIZED else "minimize")
+       for alias, metric in METRIC_ALIASES.items() if alias not in ("energy", "throughput")},
+    "peak_memory": (METRIC_ALIASES["peak_rss"], "minimize"),
     "energy": (ENERGY, "minimize"),
     "energy_per_1000_predictions": (ENERGY_PER_1000, "minimize"),
-    "p50_latency": ("single_stream/latency_p50_ms", "minimize"),
-    "p99_latency": ("single_stream/latency_p99_ms", "minimize"),
-    "throughput": ("offline/throughput_samples_per_second", "maximize"),
-    "train_throughput": ("train_samples_per_second_overall", "maximize"),
-    "load_time": ("load_time_seconds", "minimize"),
+    "throughput": (METRIC_ALIASES["inference_throughput"], "maximize"),
+    "train_throughput": (METRIC_ALIASES["throughput"], "maximize"),
 }
 _TIME_TO = re.compile(r"time_to_accuracy@(?P<target>0?\.\d+|1(\.0*)?)")
 _CONSTRAINT = re.compile(r"\s*(?P<name>[\w/.@]+)\s*(?P<op><=|>=|<|>)\s*"

@@ -14,7 +14,7 @@ import mlflow
 from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from mlflow_dlaas.launch import start_project_run, stop_project_run
+from mlflow_dlaas.launch import end_orphaned_run, start_project_run, stop_project_run
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 
 POLL_S = 0.25
@@ -89,11 +89,9 @@ def run_child(
         stop_project_run(submitted)
         _end(client, run_id, "KILLED", "the study worker was interrupted")
         raise
+    end_orphaned_run(client, submitted)
     final = client.get_run(run_id)
     status = final.info.status
-    if status == "RUNNING":  # the process died before its run could end
-        return _end(client, run_id, "FAILED",
-                    f"the trial process ended {submitted.get_status()} without ending its run")
     if status != "FINISHED":
         reason = final.data.tags.get(REASON_TAG, f"the trial process ended {status}")
         return ChildOutcome(run_id, "FAILED", dict(final.data.metrics), reason)
