@@ -119,6 +119,9 @@ def study_command(spec_path: str, storage: str | None) -> None:
 
 
 def _scope_options(func: F) -> F:
+    func = click.option("--include-disturbed", is_flag=True,
+                        help="Keep runs tagged dlaas.validity=disturbed (left out by default) "
+                             "and let disturbed and unverified runs count toward a winner.")(func)
     func = click.option("--study", default=None,
                         help="A study's name: its trial runs, in any experiment.")(func)
     return click.option("--experiment", default=None,
@@ -136,19 +139,20 @@ def _scope_options(func: F) -> F:
               help="A bound on the added recommendations, e.g. 'peak_memory<=2GiB'.")
 @click.option("--no-run", is_flag=True, help="Only write the files; log no report run.")
 @reports_errors
-def compare_command(experiment: str | None, study: str | None, output: str | None,
-                    objectives: tuple[str, ...], constraints: tuple[str, ...],
-                    no_run: bool) -> None:
+def compare_command(experiment: str | None, study: str | None, include_disturbed: bool,
+                    output: str | None, objectives: tuple[str, ...],
+                    constraints: tuple[str, ...], no_run: bool) -> None:
     """Compare the runs of an experiment or a study: tables, plots, recommendations.
 
     Writes a self-contained HTML report and a Markdown summary, and logs both as the
     artifacts of a report run (tag dlaas.entry=report) in the compared runs' experiment.
+    Runs of different hosts (tag dlaas.host) get sections of their own, never pooled.
     """
     from mlflow_dlaas.report.command import compare
 
     written, run_id = compare(experiment=experiment, study=study, output=output,
                               objectives=objectives, constraints=constraints,
-                              log_run=not no_run)
+                              log_run=not no_run, include_disturbed=include_disturbed)
     click.echo(f"report: {written.html.resolve()}")
     click.echo(f"summary: {written.markdown.resolve()}")
     if run_id:
@@ -167,13 +171,18 @@ def compare_command(experiment: str | None, study: str | None, output: str | Non
                    "'p99_latency<=5' (ms); repeatable. Judged on medians over replicates.")
 @click.option("--batch-size", type=int, default=None,
               help="Inference objectives: only this batch size (default: any).")
+@click.option("--host", default=None, metavar="HASH",
+              help="Judge the runs of this host (tag dlaas.host); default: the host with the "
+                   "most valid runs. Runs of different hosts are never pooled.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @reports_errors
-def recommend_command(experiment: str | None, study: str | None, objective: str,
-                      constraints: tuple[str, ...], batch_size: int | None,
-                      as_json: bool) -> None:
+def recommend_command(experiment: str | None, study: str | None, include_disturbed: bool,
+                      objective: str, constraints: tuple[str, ...], batch_size: int | None,
+                      host: str | None, as_json: bool) -> None:
     """The best framework and settings for an objective under constraints.
 
+    A winner is claimed only when a rank test on at least 3 valid runs of each separates
+    it from the next best; otherwise the answer says "not separable" and why.
     Exit code 0 with the answer and its evidence runs; 1 when no configuration meets the
     constraints (the output says how many each constraint excluded).
     """
@@ -181,10 +190,13 @@ def recommend_command(experiment: str | None, study: str | None, objective: str,
 
     from mlflow_dlaas.report.command import recommend_command as recommend
 
-    answer = recommend(experiment=experiment, study=study, objective=objective,
-                       constraints=constraints, batch_size=batch_size)
+    answered = recommend(experiment=experiment, study=study, objective=objective,
+                         constraints=constraints, batch_size=batch_size, host=host,
+                         include_disturbed=include_disturbed)
+    answer = answered.recommendation
     if as_json:
         click.echo(json.dumps({"found": answer.found, "answer": answer.sentence(),
+                               "host": answered.host, "notes": list(answered.notes),
                                **asdict(answer)}, indent=2, default=str))
     else:
         click.echo(answer.sentence())
@@ -193,6 +205,8 @@ def recommend_command(experiment: str | None, study: str | None, objective: str,
         for settings, value in answer.runners_up:
             click.echo("  next: " + ", ".join(f"{k}={v}" for k, v in settings.items())
                        + f" -> {value}")
+        for note in answered.notes:
+            click.echo(f"  note: {note}")
     sys.exit(0 if answer.found else 1)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -11,6 +11,7 @@ from mlflow_dlaas.data import DEFAULT_DATASET
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.presets import get_preset
+from mlflow_dlaas.validity import ValidityThresholds
 
 OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("cpu", "cuda")
@@ -41,7 +42,9 @@ class TrainConfig:
     preset: str = ""
     monitor_interval: float = 0.2
     log_model: bool = True
+    stall_timeout_s: float = 3600.0
     parallelism: ParallelismSettings = field(default_factory=ParallelismSettings)
+    validity: ValidityThresholds = field(default_factory=ValidityThresholds)
 
     def __post_init__(self) -> None:
         checks = [
@@ -60,6 +63,8 @@ class TrainConfig:
             (0 < self.target_accuracy <= 1,
              f"target_accuracy must be in (0, 1], got {self.target_accuracy}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}"),
+            (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s),
+             f"stall_timeout_s must be a finite number > 0, got {self.stall_timeout_s}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -73,27 +78,62 @@ class TrainConfig:
         if given.get("preset"):
             merged.update(get_preset(str(given["preset"])))
         merged.update(given)
-        parallel_keys = {f.name for f in fields(ParallelismSettings)}
-        parallel = {k: merged.pop(k) for k in list(merged) if k in parallel_keys}
-        known = {f.name: f.type for f in fields(cls)}
-        unknown = sorted(set(merged) - set(known))
+        settings = pop_parallelism(merged)
+        validity = ValidityThresholds.pop_from(merged)
+        known = {f.name for f in fields(cls)} - NESTED
+        unknown = sorted(set(merged) - known)
         if unknown:
             raise ConfigError(f"unknown training parameter(s): {', '.join(unknown)}; valid: "
-                              f"{', '.join(sorted(set(known) | parallel_keys))}")
+                              f"{', '.join(sorted(known | NESTED_KEYS))}")
         typed = {k: _coerce(k, v, cls) for k, v in merged.items()}
-        settings = ParallelismSettings.from_params(
-            **{k: (str(v) if k == "cpu_affinity" else as_int(k, v)) for k, v in parallel.items()}
-        )
-        return cls(**typed, parallelism=settings)
+        return cls(**typed, parallelism=settings, validity=validity)
 
     def as_params(self) -> dict[str, Any]:
-        """Flat params for MLflow (parallelism settings as their own keys)."""
-        flat = asdict(self)
-        settings = flat.pop("parallelism")
-        flat.update({k: ("" if v is None else v) for k, v in settings.items()})
-        if flat["cpu_affinity"]:
-            flat["cpu_affinity"] = ",".join(map(str, flat["cpu_affinity"]))
-        return flat
+        """Flat params for MLflow (parallelism and validity settings as their own keys)."""
+        flat = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NESTED}
+        return {**flat, **nested_params(self.parallelism, self.validity)}
+
+
+#: Settings kept in their own values, given and logged as flat params.
+NESTED = {"parallelism", "validity"}
+NESTED_KEYS = {f.name for f in fields(ParallelismSettings)} | {
+    f.name for f in fields(ValidityThresholds)}
+
+
+def pop_parallelism(params: dict[str, Any]) -> ParallelismSettings:
+    """Take the parallelism params out of ``params`` (strings allowed)."""
+    names = {f.name for f in fields(ParallelismSettings)}
+    given = {k: params.pop(k) for k in list(params) if k in names}
+    return ParallelismSettings.from_params(
+        **{k: (str(v) if k == "cpu_affinity" else as_int(k, v)) for k, v in given.items()})
+
+
+def nested_params(parallelism: ParallelismSettings, validity: ValidityThresholds
+                  ) -> dict[str, Any]:
+    """Parallelism and validity settings as flat params ('' for a framework default)."""
+    flat: dict[str, Any] = asdict(validity)
+    for f in fields(ParallelismSettings):
+        value = getattr(parallelism, f.name)
+        flat[f.name] = "" if value is None else (
+            ",".join(map(str, value)) if isinstance(value, tuple) else value)
+    return flat
+
+
+def parse_cli_params(argv: Sequence[str]) -> dict[str, str]:
+    """``--key value`` pairs (what MLflow Projects appends) into a dict."""
+    params: dict[str, str] = {}
+    items = list(argv)
+    while items:
+        key = items.pop(0)
+        if not key.startswith("--") or not items:
+            raise ConfigError(f"expected '--name value' pairs, got {key!r}; e.g. --batch_size 32")
+        params[key[2:].replace("-", "_")] = items.pop(0)
+    return params
+
+
+def as_cli_params(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The inverse of :func:`parse_cli_params` (empty values left out)."""
+    return tuple(item for k, v in params.items() if v != "" for item in (f"--{k}", str(v)))
 
 
 def _coerce(name: str, value: Any, cls: type) -> Any:

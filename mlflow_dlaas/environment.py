@@ -18,9 +18,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mlflow_dlaas.hardware import cpu_info, host_hash, nvidia_gpu_models
 from mlflow_dlaas.tracking import ACTIVE_ENV
 
 TAG_PREFIX = "dlaas.env."
+#: The run tag that names the hardware a run measured on (the fingerprint's ``host_hash``).
+HOST_TAG = "dlaas.host"
 TAG_VALUE_LIMIT = 500
 
 #: Prefixes and names of environment variables that shape performance, and only those.
@@ -71,31 +74,6 @@ def installed_versions() -> dict[str, str]:
             except metadata.PackageNotFoundError:
                 continue
     return versions
-
-
-def cpu_info() -> dict[str, Any]:
-    """CPU model, core counts, frequency governor and memory."""
-    import psutil
-
-    model = platform.processor() or platform.machine()
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-        model = found.group(1).strip() if found else model
-    except OSError:
-        pass
-    governor = _read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-    freq = psutil.cpu_freq()
-    return {
-        "cpu_model": model,
-        "cpu_physical_cores": psutil.cpu_count(logical=False),
-        "cpu_logical_cores": psutil.cpu_count(logical=True),
-        "cpu_affinity_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-        else psutil.cpu_count(logical=True),
-        "cpu_governor": governor or "unreadable",
-        "cpu_max_mhz": round(freq.max, 1) if freq and freq.max else None,
-        "memory_total_bytes": psutil.virtual_memory().total,
-    }
 
 
 def os_info() -> dict[str, Any]:
@@ -179,6 +157,7 @@ def fingerprint(*, deep: bool = False) -> dict[str, Any]:
     data.update(os_info())
     data.update({f"{k}_version": v for k, v in installed_versions().items()})
     data.update(gpu_info())
+    data["host_hash"] = host_hash(data, nvidia_gpu_models())
     data.update(threadpools())
     data.update(framework_builds(deep=deep))
     data.update({f"env_{k}": v for k, v in performance_env().items()})
@@ -186,13 +165,16 @@ def fingerprint(*, deep: bool = False) -> dict[str, Any]:
 
 
 def as_tags(data: Mapping[str, Any]) -> dict[str, str]:
-    """Fingerprint entries as MLflow tags (``dlaas.env.*``), long values cut short."""
+    """Fingerprint entries as MLflow tags (``dlaas.env.*``, long values cut short), and the
+    host hash also as ``dlaas.host``."""
     tags = {}
     for key, value in data.items():
         if value is None:
             continue
         text = value if isinstance(value, str) else json.dumps(value)
         tags[TAG_PREFIX + key] = text[:TAG_VALUE_LIMIT]
+    if data.get("host_hash"):
+        tags[HOST_TAG] = data["host_hash"]
     return tags
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from mlflow_dlaas.errors import ConfigError
+
+#: The BLAS pools ``blas_threads`` sizes: OpenBLAS, MKL, BLIS (numpy's and the frameworks').
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -89,21 +91,20 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def apply_process_settings(settings: ParallelismSettings, extra_env: dict[str, str]) -> None:
-    """Set the environment and affinity that libraries read at load. Call before importing.
+def worker_environment(settings: ParallelismSettings, extra_env: dict[str, str]
+                       ) -> dict[str, str]:
+    """The variables libraries read at load, for the measured worker's environment.
 
     ``extra_env`` carries the framework's own variables (such as MXNet's worker threads).
+    Affinity is not an environment: the worker is pinned before it starts.
     """
-    for line in settings.oversubscription_warnings():
-        warnings.warn(line, stacklevel=2)
+    env: dict[str, str] = {}
     if settings.omp_threads is not None:
-        os.environ["OMP_NUM_THREADS"] = str(settings.omp_threads)
+        env["OMP_NUM_THREADS"] = str(settings.omp_threads)
     if settings.blas_threads is not None:
-        for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-            os.environ[var] = str(settings.blas_threads)
-    os.environ.update(extra_env)
-    if settings.cpu_affinity is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, settings.cpu_affinity)
+        for var in BLAS_THREAD_VARIABLES:
+            env[var] = str(settings.blas_threads)
+    return {**env, **extra_env}
 
 
 def process_settings_in_force() -> dict[str, Any]:

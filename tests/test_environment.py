@@ -9,6 +9,7 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.environment import (
+    HOST_TAG,
     TAG_PREFIX,
     DlaasRunContextProvider,
     as_tags,
@@ -41,6 +42,10 @@ def test_fingerprint_describes_this_machine() -> None:
     assert data["python"].count(".") == 2
     assert data["mlflow_version"] == "3.17.2"
     assert "gpu_count" in data
+    assert {"cpu_vendor", "cpu_family", "cpu_model_number", "cpu_stepping", "cpu_microcode",
+            "cpu_flags", "cpu_hypervisor", "numa_nodes"} <= set(data)
+    assert len(data["host_hash"]) == 12
+    assert fingerprint()["host_hash"] == data["host_hash"]
 
 
 def test_gpu_absence_is_reported_not_raised() -> None:
@@ -53,6 +58,11 @@ def test_gpu_absence_is_reported_not_raised() -> None:
 def test_tags_are_short_strings() -> None:
     tags = as_tags({"a": 1, "b": "x" * 10_000, "c": None})
     assert tags == {TAG_PREFIX + "a": "1", TAG_PREFIX + "b": "x" * 500}
+
+
+def test_the_host_hash_is_also_its_own_tag() -> None:
+    tags = as_tags({"cpu_model": "AMD EPYC", "host_hash": "0123456789ab"})
+    assert tags[HOST_TAG] == tags[TAG_PREFIX + "host_hash"] == "0123456789ab"
 
 
 def test_provider_is_active_only_for_runs_we_start(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,6 +84,7 @@ def test_runs_carry_the_fingerprint_and_no_secret(
     tags = mlflow.MlflowClient().get_run(run.info.run_id).data.tags
     assert tags[TAG_PREFIX + "env_OMP_NUM_THREADS"] == "1"
     assert TAG_PREFIX + "cpu_model" in tags
+    assert tags[HOST_TAG] == tags[TAG_PREFIX + "host_hash"]
     everything = json.dumps(tags)
     for value in SECRETS.values():
         assert value not in everything

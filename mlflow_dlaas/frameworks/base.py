@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -11,6 +12,16 @@ import numpy as np
 
 from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import ParallelismSettings
+
+
+def pinned_requirement(*distributions: str) -> str:
+    """``name==version`` of the first of ``distributions`` installed here."""
+    for name in distributions:
+        try:
+            return f"{name}=={metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    raise ValueError(f"none of {distributions} is installed")
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,12 @@ class Trainer(abc.ABC):
         """Logits (N, num_classes) as a numpy array, in inference mode."""
 
     @abc.abstractmethod
-    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
-        """Log the trained model to the active MLflow run; returns how it was logged."""
+    def save_model(self, directory: Path, example: np.ndarray) -> str:
+        """Write the trained model into the empty ``directory``; returns its format.
+
+        Where MLflow has a flavor, an MLflow model folder with the requirements we know
+        (MLflow's own inference of them would start a subprocess that loads the model).
+        """
 
     @abc.abstractmethod
     def export_onnx(self, path: Path, example: np.ndarray) -> None:

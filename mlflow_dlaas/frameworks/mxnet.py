@@ -154,16 +154,10 @@ class MXNetTrainer(Trainer):
                for i in range(0, len(x), batch_size)]
         return np.concatenate(out)
 
-    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
-        """MLflow has no MXNet flavor any more: the exported symbol and params, as artifacts."""
-        import tempfile
-
-        import mlflow
-
+    def save_model(self, directory: Path, example: np.ndarray) -> str:
+        """MLflow has no MXNet flavor any more: the exported symbol and params."""
         self.predict(example[:1], 1)  # an exported hybrid graph needs one forward pass
-        with tempfile.TemporaryDirectory() as tmp:
-            self.net.export(str(Path(tmp) / "model"))
-            mlflow.log_artifacts(tmp, artifact_path)
+        self.net.export(str(directory / "model"))
         return "artifact (mxnet symbol + params)"
 
     def export_onnx(self, path: Path, example: np.ndarray) -> None:

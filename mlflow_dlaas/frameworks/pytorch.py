@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
-from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
+from mlflow_dlaas.frameworks.base import (
+    BuildOptions,
+    FrameworkAdapter,
+    StepStats,
+    Trainer,
+    pinned_requirement,
+)
 from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
 from mlflow_dlaas.parallelism import ParallelismSettings
 
@@ -149,12 +155,13 @@ class PyTorchTrainer(Trainer):
                 out.append(self.model(self._tensor(x[start : start + batch_size])).cpu())
         return torch.cat(out).numpy()
 
-    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
+    def save_model(self, directory: Path, example: np.ndarray) -> str:
         import mlflow.pytorch
 
         # pickle keeps an nn.Module (pt2 would load as a torch.export program, no .eval())
-        mlflow.pytorch.log_model(self.model.cpu(), name=artifact_path,
-                                 input_example=example[:1], serialization_format="pickle")
+        mlflow.pytorch.save_model(self.model.cpu(), str(directory),
+                                  input_example=example[:1], serialization_format="pickle",
+                                  pip_requirements=[pinned_requirement("torch")])
         self.model.to(self.device)
         return "mlflow.pytorch"
 

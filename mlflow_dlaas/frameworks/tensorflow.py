@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
-from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
+from mlflow_dlaas.frameworks.base import (
+    BuildOptions,
+    FrameworkAdapter,
+    StepStats,
+    Trainer,
+    pinned_requirement,
+)
 from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
 from mlflow_dlaas.parallelism import ParallelismSettings
 
@@ -169,11 +175,13 @@ class TensorFlowTrainer(Trainer):
                    for i in range(0, len(xs), batch_size)]
         return np.concatenate(out)
 
-    def log_model(self, artifact_path: str, example: np.ndarray) -> str:
+    def save_model(self, directory: Path, example: np.ndarray) -> str:
         import mlflow.tensorflow
 
-        mlflow.tensorflow.log_model(self.model, name=artifact_path,
-                                    input_example=self._nhwc(example[:1]))
+        requirement = pinned_requirement("tensorflow", "tensorflow-cpu", "tensorflow-gpu")
+        mlflow.tensorflow.save_model(self.model, str(directory),
+                                     input_example=self._nhwc(example[:1]),
+                                     pip_requirements=[requirement])
         return "mlflow.tensorflow"
 
     def export_onnx(self, path: Path, example: np.ndarray) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from mlflow_dlaas.config import as_bool, as_int
+from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.validity import ValidityThresholds
 
 SCENARIOS = ("single_stream", "offline", "server", "ensemble")
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -40,7 +42,9 @@ class InferConfig:
     atol: float = 1e-4
     seed: int = 0
     monitor_interval: float = 0.2
+    stall_timeout_s: float = 3600.0
     parallelism: ParallelismSettings = field(default_factory=ParallelismSettings)
+    validity: ValidityThresholds = field(default_factory=ValidityThresholds)
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or min(self.batch_sizes) <= 0:
@@ -58,17 +62,20 @@ class InferConfig:
                               "warmup_queries >= 0")
         if self.ensemble_size < 1:
             raise ConfigError("ensemble_size must be >= 1")
+        if not (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s)):
+            raise ConfigError(f"stall_timeout_s must be a finite number > 0, "
+                              f"got {self.stall_timeout_s}")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> InferConfig:
         given = {k: v for k, v in params.items() if v is not None and v != ""}
-        parallel_keys = {f.name for f in fields(ParallelismSettings)}
-        parallel = {k: given.pop(k) for k in list(given) if k in parallel_keys}
-        known = {f.name for f in fields(cls)} - {"parallelism"}
+        settings = pop_parallelism(given)
+        validity = ValidityThresholds.pop_from(given)
+        known = {f.name for f in fields(cls)} - NESTED
         unknown = sorted(set(given) - known)
         if unknown:
             raise ConfigError(f"unknown inference parameter(s): {', '.join(unknown)}; valid: "
-                              f"{', '.join(sorted(known | parallel_keys))}")
+                              f"{', '.join(sorted(known | NESTED_KEYS))}")
         typed: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in given:
@@ -89,16 +96,10 @@ class InferConfig:
                     raise ConfigError(f"{f.name} must be a number, got {value!r}") from None
             else:
                 typed[f.name] = str(value)
-        settings = ParallelismSettings.from_params(
-            **{k: (str(v) if k == "cpu_affinity" else as_int(k, v)) for k, v in parallel.items()})
-        return cls(**typed, parallelism=settings)
+        return cls(**typed, parallelism=settings, validity=validity)
 
     def as_params(self) -> dict[str, Any]:
-        params = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "parallelism"}
+        params = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NESTED}
         params["batch_sizes"] = ",".join(map(str, self.batch_sizes))
         params["scenarios"] = ",".join(self.scenarios)
-        for f in fields(ParallelismSettings):
-            value = getattr(self.parallelism, f.name)
-            params[f.name] = "" if value is None else (
-                ",".join(map(str, value)) if isinstance(value, tuple) else value)
-        return params
+        return {**params, **nested_params(self.parallelism, self.validity)}

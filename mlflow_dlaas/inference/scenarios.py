@@ -29,6 +29,23 @@ class StoppingRule:
         return queries >= self.min_queries and elapsed_s >= self.min_duration_s
 
 
+#: Fewer queries than this leave no sample above the 99th percentile: its p99 is a maximum.
+P99_MIN_QUERIES = 100
+
+
+def rule_shortfalls(label: str, result: LatencyResult, rule: StoppingRule) -> list[str]:
+    """How ``result`` falls short of the scenario's own rules (empty when it met them)."""
+    found = []
+    if result.count < rule.min_queries:
+        found.append(f"{label}: {result.count} queries < min_query_count {rule.min_queries}")
+    if result.duration_s < rule.min_duration_s:
+        found.append(f"{label}: {result.duration_s:.2f} s < min_duration_s "
+                      f"{rule.min_duration_s:g}")
+    if result.count < P99_MIN_QUERIES:
+        found.append(f"{label}: p99 rests on {result.count} queries (< {P99_MIN_QUERIES})")
+    return found
+
+
 def _warm_up(predict: Predictor, x: np.ndarray, rule: StoppingRule) -> None:
     for _ in range(rule.warmup_queries):
         predict(x)

@@ -6,8 +6,8 @@ them, so that any runtime can be checked against it before timing.
 
 from __future__ import annotations
 
+import json
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,11 @@ from mlflow_dlaas.models.spec import ArchitectureSpec
 
 REFERENCE_SAMPLES = 8
 ONNX_DIR = "onnx"
+MODEL_DIR = "model"
+#: What a downloaded run source says about itself (written by the entry process).
+SOURCE_FILE = "source.json"
+#: The folder holding a downloaded run source, for the worker.
+SOURCE_ENV = "DLAAS_RUN_SOURCE_DIR"
 DEFAULT_INPUTS = {"cifar10_quick": (3, 32, 32), "resnet18": RESNET18_INPUT}
 
 
@@ -39,6 +44,7 @@ class ModelSource:
     trained_with: str | None = None  # the training run's framework
     onnx_path: Path | None = None
     torch_module: Any = None  # the PyTorch module when this process built or loaded it
+    model_dir: Path | None = None  # the training run's saved model, downloaded
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -115,41 +121,23 @@ def fresh_native_source(model: str, shape: tuple[int, int, int] | None, seed: in
     return ModelSource(model, shape, 10, inputs, np.empty((0,)), framework, spec)
 
 
-def run_source(run_id: str, workdir: Path) -> ModelSource:
-    """The model of a training run: its params, its ONNX export and reference outputs."""
-    import os
-
-    import mlflow
-    from mlflow.exceptions import MlflowException
-
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep logs readable
-    client = mlflow.MlflowClient()
+def run_source(directory: Path) -> ModelSource:
+    """A training run's model from the folder :func:`~mlflow_dlaas.inference.run_artifacts.\
+fetch_run_model` filled: its params, ONNX export, reference outputs and model files."""
+    about = json.loads((directory / SOURCE_FILE).read_text())
+    shape = parse_shape(about["input_shape"])
+    onnx_dir, model_dir = directory / ONNX_DIR, directory / MODEL_DIR
+    onnx_path = onnx_dir / "model.onnx"
     try:
-        run = client.get_run(run_id)
-    except MlflowException as e:
-        raise ConfigError(f"training run {run_id} does not exist in "
-                          f"{mlflow.get_tracking_uri()}: {e.message}") from None
-    params = run.data.params
-    if "model" not in params or "input_shape" not in params:
-        raise ConfigError(f"run {run_id} is not an mlflow-dlaas training run (no model / "
-                          "input_shape params)")
-    shape = parse_shape(params["input_shape"])
-    spec = get_model(params["model"])
-    framework = run.data.tags.get("dlaas.framework", "unknown")
-    onnx_path = None
-    reference_inputs = fresh_inputs(shape, 0)
-    reference_outputs = np.empty((0,))
-    try:
-        local = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=ONNX_DIR,
-                                                         dst_path=str(workdir)))
-        onnx_path = local / "model.onnx" if (local / "model.onnx").is_file() else None
-        reference_inputs = np.load(local / "reference_inputs.npy")
-        reference_outputs = np.load(local / "reference_outputs.npy")
-    except (MlflowException, OSError):
-        pass  # runtimes that need ONNX will say so
-    return ModelSource(params["model"], shape, int(params.get("num_classes", 10)),
-                       reference_inputs, reference_outputs, framework, spec, run_id=run_id,
-                       trained_with=framework, onnx_path=onnx_path)
+        reference_inputs = np.load(onnx_dir / "reference_inputs.npy")
+        reference_outputs = np.load(onnx_dir / "reference_outputs.npy")
+    except OSError:
+        reference_inputs, reference_outputs = fresh_inputs(shape, 0), np.empty((0,))
+    return ModelSource(about["model"], shape, int(about["num_classes"]), reference_inputs,
+                       reference_outputs, about["framework"], get_model(about["model"]),
+                       run_id=about["run_id"], trained_with=about["framework"],
+                       onnx_path=onnx_path if onnx_path.is_file() else None,
+                       model_dir=model_dir if model_dir.is_dir() else None)
 
 
 def log_reference(directory: Path, inputs: np.ndarray, outputs: np.ndarray) -> None:
@@ -159,4 +147,7 @@ def log_reference(directory: Path, inputs: np.ndarray, outputs: np.ndarray) -> N
 
 
 def workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="dlaas-infer-"))
+    """A fresh folder inside the run's own, which the entry removes when the run ends."""
+    from mlflow_dlaas.worker.channel import worker_dir
+
+    return worker_dir()

@@ -75,6 +75,7 @@ class ResourceMonitor:
         self._thread: threading.Thread | None = None
         self._samples: list[Sample] = []
         self._phases: list[PhaseWindow] = []
+        self._open_phases: dict[str, float] = {}
         self._unavailable: dict[str, str] = {}
         self._probe_errors = 0
         self._failed_probes: set[str] = set()
@@ -146,14 +147,22 @@ class ResourceMonitor:
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Mark a window; samples are taken at its start and end."""
-        if not name or "/" in name:
-            raise ConfigError(f"phase name must be non-empty and without '/', got {name!r}")
-        start = self.sample_now()
+        self.begin_phase(name)
         try:
             yield
         finally:
-            end = self.sample_now()
-            self._phases.append(PhaseWindow(name, start, end))
+            self.end_phase(name)
+
+    def begin_phase(self, name: str) -> None:
+        """Open window ``name`` now (for phases reported by another process)."""
+        if not name or "/" in name:
+            raise ConfigError(f"phase name must be non-empty and without '/', got {name!r}")
+        self._open_phases[name] = self.sample_now()
+
+    def end_phase(self, name: str) -> None:
+        """Close window ``name``, opened by :meth:`begin_phase`."""
+        start = self._open_phases.pop(name)
+        self._phases.append(PhaseWindow(name, start, self.sample_now()))
 
     # sampling ------------------------------------------------------------------------------
     def sample_now(self) -> float:

@@ -12,6 +12,7 @@ from mlflow_dlaas.monitor.metrics import is_counter
 from mlflow_dlaas.monitor.timeline import PhaseWindow, Sample, Timeline
 
 RUN_PHASE = "run"
+RSS, HWM = "proc_rss_bytes", "proc_hwm_rss_bytes"
 _POWER = re.compile(r"(gpu\d+)_power_watts")
 
 
@@ -19,7 +20,9 @@ def summarize(timeline: Timeline) -> dict[str, float]:
     """Summary metrics for the whole run (phase ``run``) and each named phase.
 
     Keys: ``{phase}/duration_seconds``, ``{phase}/peak_{key}``, ``{phase}/mean_{key}``,
-    ``{phase}/p95_{key}`` for gauges and ``{phase}/{key}`` (increase) for counters. A GPU
+    ``{phase}/p95_{key}`` for gauges and ``{phase}/{key}`` (increase) for counters. The peak
+    RSS of a phase also counts the kernel's high-water mark when it rose inside the phase, so
+    a peak between two samples is not missed. A GPU
     without an energy counter gets ``{phase}/gpuN_energy_joules`` integrated from its power.
     Repeated windows of one name (epochs) are pooled.
     """
@@ -45,6 +48,10 @@ def summarize(timeline: Timeline) -> dict[str, float]:
                 summary[f"{name}/peak_{key}"] = float(values.max())
                 summary[f"{name}/mean_{key}"] = float(values.mean())
                 summary[f"{name}/p95_{key}"] = float(np.percentile(values, 95))
+        if f"{name}/peak_{RSS}" in summary:
+            summary[f"{name}/peak_{RSS}"] = max(
+                summary[f"{name}/peak_{RSS}"],
+                *(_high_water_reached(samples, times, w) for w in spans))
         for key in keys:
             found = _POWER.fullmatch(key)
             if found and f"{found.group(1)}_energy_joules" not in keys:
@@ -68,6 +75,13 @@ def _value_at(samples: tuple[Sample, ...], times: list[float], t: float, key: st
             return samples[i].values[key]
         i -= 1
     return 0.0
+
+
+def _high_water_reached(samples: tuple[Sample, ...], times: list[float], w: PhaseWindow
+                        ) -> float:
+    """The kernel's RSS high-water mark if it rose inside ``w`` (a peak between samples)."""
+    start, end = (_value_at(samples, times, t, HWM) for t in (w.start_s, w.end_s))
+    return end if end > start else 0.0
 
 
 def _increase(samples: tuple[Sample, ...], times: list[float], w: PhaseWindow, key: str) -> float:

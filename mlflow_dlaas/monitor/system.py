@@ -1,25 +1,70 @@
-"""Whole-machine CPU per core and memory."""
+"""Whole-machine CPU per core, CPU time of everyone, steal, memory, memory pressure, clock."""
 
 from __future__ import annotations
+
+import glob
+from pathlib import Path
 
 import psutil
 
 from mlflow_dlaas.monitor.base import Sampler
 
+PRESSURE_FILE = Path("/proc/pressure/memory")
+FREQ_FILES = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq"
+
 
 class SystemSampler(Sampler):
-    """Per-core CPU % since the previous reading, and memory in use."""
+    """Per-core CPU % since the previous reading, machine-wide CPU and steal seconds (the
+    monitored tree's own time included: the validity verdict subtracts it), memory in use,
+    memory pressure (PSI ``some avg10``) and the mean core clock, where the kernel shows them.
+    """
 
     name = "system"
 
     def open(self) -> None:
         psutil.cpu_percent(percpu=True)  # primes the delta; its first answer is meaningless
+        self._busy0, self._steal0 = _busy_and_steal_seconds()
+        self._freq_files = sorted(glob.glob(FREQ_FILES))
 
     def collect(self) -> dict[str, float]:
         per_core = psutil.cpu_percent(percpu=True)
         memory = psutil.virtual_memory()
+        busy, steal = _busy_and_steal_seconds()
         values = {f"sys_cpu{i}_percent": float(p) for i, p in enumerate(per_core)}
         values["sys_cpu_percent"] = sum(per_core) / max(len(per_core), 1)
+        values["sys_cpu_busy_seconds"] = busy - self._busy0
+        values["sys_cpu_steal_seconds"] = steal - self._steal0
         values["sys_memory_used_bytes"] = float(memory.total - memory.available)
         values["sys_memory_available_bytes"] = float(memory.available)
+        pressure = _memory_pressure_percent()
+        if pressure is not None:
+            values["sys_memory_pressure_percent"] = pressure
+        if self._freq_files:
+            values["sys_cpu_freq_mhz"] = _mean_freq_mhz(self._freq_files)
         return values
+
+
+def _busy_and_steal_seconds() -> tuple[float, float]:
+    """CPU seconds spent busy by anyone on the machine (all cores), and stolen by the host."""
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    return busy, getattr(t, "steal", 0.0)
+
+
+def _memory_pressure_percent() -> float | None:
+    """Share of the last 10 s in which some task stalled on memory (Linux PSI)."""
+    try:
+        first = PRESSURE_FILE.read_text().splitlines()[0]  # some avg10=0.00 avg60=...
+        return float(first.split()[1].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _mean_freq_mhz(files: list[str]) -> float:
+    khz = []
+    for name in files:
+        try:
+            khz.append(int(Path(name).read_text()))
+        except (OSError, ValueError):
+            continue
+    return sum(khz) / len(khz) / 1000 if khz else 0.0

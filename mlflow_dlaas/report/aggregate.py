@@ -13,14 +13,16 @@ STATS = ("median", "q1", "q3", "mean", "sd", "n")
 
 
 def configuration_columns(rows: pd.DataFrame) -> list[str]:
-    """The columns that define a configuration: entry, system, batch size and every param."""
-    columns = [c for c in ("entry", "system", "batch_size") if c in rows]
+    """The columns that define a configuration: entry, system, batch size, host (runs of two
+    machines are never replicates of each other) and every param."""
+    columns = [c for c in ("entry", "system", "batch_size", "host") if c in rows]
     return columns + sorted(c for c in rows.columns
                             if c.startswith("params.") and c not in REPLICATE_PARAMS)
 
 
 def shown_settings(stats: pd.DataFrame) -> list[str]:
-    """System, batch size, and every other configuration column that differs between rows."""
+    """System, batch size, and every other configuration column (host, params) that differs
+    between rows."""
     return [c for c in configuration_columns(stats)
             if c in ("system", "batch_size")
             or (c not in NOT_SHOWN and not c.startswith("params.in_force_")

@@ -8,7 +8,10 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Run, ViewType
 
+from mlflow_dlaas.environment import HOST_TAG, TAG_PREFIX
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.report.hosts import UNKNOWN_HOST
+from mlflow_dlaas.validity import VALIDITY_REASON_TAG, VALIDITY_TAG
 
 PAGE_SIZE = 1000
 #: runs that describe other runs, never measured themselves
@@ -16,7 +19,9 @@ NOT_MEASUREMENTS = ("report", "study")
 #: tags copied into the table as plain columns
 TAG_COLUMNS = {"dlaas.entry": "entry", "dlaas.framework": "framework",
                "dlaas.runtime": "runtime", "dlaas.study": "study",
-               "dlaas.trial_number": "trial_number", "dlaas.failure_reason": "failure_reason"}
+               "dlaas.trial_number": "trial_number", "dlaas.failure_reason": "failure_reason",
+               VALIDITY_TAG: "validity", VALIDITY_REASON_TAG: "validity_reason",
+               HOST_TAG: "host", f"{TAG_PREFIX}cpu_model": "cpu_model"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
     table = pd.DataFrame([_row(r) for r in runs])
     if table.empty:
         table = pd.DataFrame(columns=["run_id", "run_name", "status", "experiment_id",
-                                      "start_time", "end_time", "entry", "system"])
+                                      "start_time", "end_time", "entry", "system", "host",
+                                      "validity"])
     counts = table["status"].value_counts().to_dict() if len(table) else {}
     return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()})
 
@@ -102,6 +108,7 @@ def _row(run: Run) -> dict[str, object]:
     row.update({column: tags.get(tag, "") for tag, column in TAG_COLUMNS.items()})
     row["entry"] = row["entry"] or "other"
     row["system"] = row["framework"] or row["runtime"] or ""
+    row["host"] = row["host"] or UNKNOWN_HOST
     row.update({f"params.{k}": v for k, v in run.data.params.items()})
     row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
     return row

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -11,39 +12,59 @@ from mlflow import MlflowClient
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.collect import RunTable, collect_runs
 from mlflow_dlaas.report.goals import Bound, parse_bound, parse_goal
+from mlflow_dlaas.report.hosts import pick_host
 from mlflow_dlaas.report.publish import Written, default_output, log_report_run, write_report
 from mlflow_dlaas.report.recommend import Recommendation, recommend
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
+from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.tracking import configure_tracking, redact_uri
+
+
+@dataclass(frozen=True)
+class Answer:
+    """``recommend``'s answer on one host, and what a reader must know to trust it."""
+
+    recommendation: Recommendation
+    host: str | None  # the host judged; None when there were no runs
+    notes: tuple[str, ...]  # runs left out and why, which host and why
 
 
 def compare(*, experiment: str | None, study: str | None, output: str | None,
             objectives: tuple[str, ...] = (), constraints: tuple[str, ...] = (),
-            log_run: bool = True) -> tuple[Written, str | None]:
+            log_run: bool = True, include_disturbed: bool = False
+            ) -> tuple[Written, str | None]:
     """Collect, build, write and (unless ``log_run`` is false) log the report."""
     asks = _asks(objectives, constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
-    report = build_report(client, table, redact_uri(uri), asks)
+    report = build_report(client, table, redact_uri(uri), asks,
+                          include_disturbed=include_disturbed)
     written = write_report(report, Path(output) if output else default_output(table.scope))
     run_id = log_report_run(client, report, written, _home_experiment(table)) if log_run else None
     return written, run_id
 
 
 def recommend_command(*, experiment: str | None, study: str | None, objective: str,
-                      constraints: tuple[str, ...] = (), batch_size: int | None = None
-                      ) -> Recommendation:
-    """The best configuration for one objective under ``constraints``."""
+                      constraints: tuple[str, ...] = (), batch_size: int | None = None,
+                      host: str | None = None, include_disturbed: bool = False) -> Answer:
+    """The best configuration for one objective under ``constraints``, on one host (``host``,
+    else the one with the most valid runs), disturbed runs left out unless
+    ``include_disturbed``."""
     ((goal, bounds),) = _asks((objective,), constraints)
     client, uri = _client()
-    work = Workloads.of(collect_runs(client, experiment=experiment, study=study))
+    table = collect_runs(client, experiment=experiment, study=study)
+    screened = screen(table.finished, include_disturbed=include_disturbed)
+    chosen, host_notes = pick_host(screened.kept, host)
+    work = Workloads.of(chosen.runs if chosen else screened.kept)
     rows = work.rows_for(client, goal, bounds)
     if batch_size is not None:
         if "batch_size" not in rows:
             raise ConfigError(f"--batch-size applies to inference objectives; {goal.text!r} "
                               "is judged on training runs")
         rows = rows[rows["batch_size"] == batch_size]
-    return recommend(rows, goal, bounds, redact_uri(uri))
+    answer = recommend(rows, goal, bounds, redact_uri(uri), include_disturbed=include_disturbed)
+    return Answer(answer, chosen.name if chosen else None,
+                  (*host_notes, *screened.notes()))
 
 
 def _asks(objectives: tuple[str, ...], constraints: tuple[str, ...]) -> list[Ask]:

@@ -1,4 +1,5 @@
-"""Metrics the report derives from logged ones: energy totals, per-batch inference rows."""
+"""Metrics the report derives from logged ones: peak memory, energy totals, per-batch
+inference rows."""
 
 from __future__ import annotations
 
@@ -7,11 +8,34 @@ import re
 import numpy as np
 import pandas as pd
 
+PEAK_MEMORY = "peak_memory_bytes"
+#: the framework's own peak (the measured worker: train phase, or measured scenarios)
+MEASURED_PEAK = "measured_peak_rss_bytes"
+#: the whole process tree's peak over the run, harness included: older runs have only this
+TREE_PEAK = "run/peak_proc_rss_bytes"
 ENERGY = "energy_joules"
 ENERGY_PER_1000 = "energy_per_1000_predictions_joules"
 _ENERGY_KEY = re.compile(r"metrics\.(?P<phase>[a-z_]+)/(cpu_package|gpu)\d+_energy_joules")
 _BATCH_KEY = re.compile(r"metrics\.(?P<scenario>[a-z_]+)/batch_(?P<batch>\d+)/(?P<name>.+)")
 BATCHED_SCENARIOS = ("single_stream", "offline")
+
+
+def add_peak_memory(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: ``metrics.peak_memory_bytes``, the ``measured_peak_rss_bytes`` it logged, or
+    for a run without it, its process tree's ``run/peak_proc_rss_bytes``."""
+    measured = _column(runs, MEASURED_PEAK)
+    return runs.assign(**{f"metrics.{PEAK_MEMORY}": measured.fillna(_column(runs, TREE_PEAK))})
+
+
+def tree_peak_fallbacks(runs: pd.DataFrame) -> int:
+    """Runs whose peak memory is the process tree's, for lack of the measured figure."""
+    return int((_column(runs, MEASURED_PEAK).isna() & _column(runs, TREE_PEAK).notna()).sum())
+
+
+def _column(runs: pd.DataFrame, metric: str) -> pd.Series:
+    key = f"metrics.{metric}"
+    return (pd.to_numeric(runs[key], errors="coerce") if key in runs
+            else pd.Series(np.nan, index=runs.index))
 
 
 def energy_by_phase(runs: pd.DataFrame) -> dict[str, list[str]]:

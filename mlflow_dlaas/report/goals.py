@@ -6,17 +6,20 @@ import re
 from dataclasses import dataclass
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.tuning.spec import METRIC_ALIASES
 
 _MAXIMIZED = {METRIC_ALIASES[a] for a in ("accuracy", "inference_throughput", "throughput")}
 #: alias: (metric key, the direction that is better). The study spec's aliases, plus the
-#: report's own; two differ: ``energy`` here is the derived whole-run total (CPU packages and
-#: GPUs), ``throughput`` the inference (offline) throughput, as a report reader means it.
+#: report's own; three differ: ``energy`` here is the derived whole-run total (CPU packages and
+#: GPUs), ``throughput`` the inference (offline) throughput, as a report reader means it, and
+#: ``peak_rss`` the derived peak memory (``measured_peak_rss_bytes``, else the process tree's).
 ALIASES: dict[str, tuple[str, str]] = {
     **{alias: (metric, "maximize" if metric in _MAXIMIZED else "minimize")
-       for alias, metric in METRIC_ALIASES.items() if alias not in ("energy", "throughput")},
-    "peak_memory": (METRIC_ALIASES["peak_rss"], "minimize"),
+       for alias, metric in METRIC_ALIASES.items()
+       if alias not in ("energy", "throughput", "peak_rss")},
+    "peak_memory": (PEAK_MEMORY, "minimize"),
+    "peak_rss": (PEAK_MEMORY, "minimize"),
     "energy": (ENERGY, "minimize"),
     "energy_per_1000_predictions": (ENERGY_PER_1000, "minimize"),
     "throughput": (METRIC_ALIASES["inference_throughput"], "maximize"),
@@ -60,7 +63,7 @@ class Bound:
 
 
 def parse_goal(text: str) -> Goal:
-    """``accuracy``, ``time_to_accuracy@0.98``, ``min:run/peak_proc_rss_bytes`` ..."""
+    """``accuracy``, ``time_to_accuracy@0.98``, ``min:measured_peak_rss_bytes`` ..."""
     text = text.strip()
     found = _TIME_TO.fullmatch(text)
     if found:

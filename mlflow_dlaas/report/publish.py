@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_dlaas.report.render_html import render_html
@@ -33,21 +34,25 @@ def write_report(report: Report, directory: Path) -> Written:
     plots = directory / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     files = []
-    for plot in report.plots:
-        if plot.png is not None:
-            files.append(plots / f"{plot.name}.png")
-            files[-1].write_bytes(plot.png)
+    for section in report.sections:
+        for plot in section.plots:
+            if plot.png is not None:
+                files.append(plots / report.plot_file(section, plot))
+                files[-1].write_bytes(plot.png)
     html = directory / "report.html"
     html.write_text(render_html(report), encoding="utf-8")
     markdown = directory / "report.md"
     markdown.write_text(render_markdown(report), encoding="utf-8")
     report.runs.to_csv(directory / "runs.csv", index=False)
     files += [html, markdown, directory / "runs.csv"]
-    for table in report.tables:  # every statistic: median, q1, q3, mean, sd, n
-        path = directory / f"{table.title.split()[0].lower()}_stats.csv"
-        table.stats.assign(run_ids=table.stats["run_ids"].str.join(",")).to_csv(path,
-                                                                                index=False)
-        files.append(path)
+    stats: dict[str, list[pd.DataFrame]] = {}  # every statistic: median, q1, q3, mean, sd, n
+    for table in (t for section in report.sections for t in section.tables):
+        stats.setdefault(f"{table.title.split()[0].lower()}_stats.csv", []).append(table.stats)
+    for name, frames in stats.items():  # one file per kind; the host column tells hosts apart
+        frame = pd.concat(frames, ignore_index=True)
+        frame.assign(run_ids=frame["run_ids"].str.join(",")).to_csv(directory / name,
+                                                                    index=False)
+        files.append(directory / name)
     return Written(html, markdown, directory, tuple(files))
 
 
@@ -61,9 +66,11 @@ def log_report_run(client: MlflowClient, report: Report, written: Written,
             folder = path.parent.relative_to(written.directory)
             client.log_artifact(run.info.run_id, str(path),
                                 str(Path(ARTIFACT_DIR) / folder) if folder.parts else ARTIFACT_DIR)
-        found = [r for r in report.recommendations if r.found]
-        for i, rec in enumerate(found):
-            client.set_tag(run.info.run_id, f"dlaas.recommendation.{i}", rec.sentence()[:5000])
+        found = [(s, r) for s in report.sections for r in s.recommendations if r.found]
+        for i, (section, rec) in enumerate(found):
+            where = f"host {section.host}: " if report.split_by_host else ""
+            client.set_tag(run.info.run_id, f"dlaas.recommendation.{i}",
+                           (where + rec.sentence())[:5000])
     except BaseException:
         client.set_terminated(run.info.run_id, "FAILED")
         raise

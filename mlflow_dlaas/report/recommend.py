@@ -10,8 +10,10 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.report.aggregate import aggregate, shown_settings
+from mlflow_dlaas.report.aggregate import aggregate, configuration_ids, shown_settings
 from mlflow_dlaas.report.goals import Bound, Goal
+from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
+from mlflow_dlaas.report.separation import Separation, separate
 from mlflow_dlaas.report.tables import setting_text
 
 RUNNERS_UP = 3
@@ -37,7 +39,7 @@ class Recommendation:
     value: str = ""
     evidence: tuple[Evidence, ...] = ()
     runners_up: tuple[tuple[dict[str, str], str], ...] = ()
-    margin: str = ""  # is the winner clear of the next best, given the spread?
+    separation: Separation | None = None  # is it a winner, or could the gap be noise?
 
     @property
     def found(self) -> bool:
@@ -55,7 +57,8 @@ class Recommendation:
             return (f"{wanted}: no configuration qualifies ({self.considered} considered; "
                     f"excluded: {why})")
         setting = ", ".join(f"{k}={v}" for k, v in self.best.items())
-        return f"{wanted}: {setting} -> {self.value}" + (f"; {self.margin}" if self.margin else "")
+        verdict = f"; {self.separation.text}" if self.separation else ""
+        return f"{wanted}: {setting} -> {self.value}{verdict}"
 
 
 def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: float,
@@ -75,8 +78,10 @@ def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: floa
 
 
 def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
-              tracking_uri: str = "") -> Recommendation:
-    """Aggregate replicates, drop configurations whose medians break a bound, pick the best."""
+              tracking_uri: str = "", *, include_disturbed: bool = False) -> Recommendation:
+    """Aggregate replicates, drop configurations whose medians break a bound, pick the best
+    median, and say whether a rank test on the runs that may decide a winner (valid ones, or
+    all with ``include_disturbed``) separates it from the next best."""
     keys = [f"metrics.{goal.metric}", *(f"metrics.{b.metric}" for b in bounds)]
     for key, what in zip(keys, ["objective", *(f"constraint {b.text!r}" for b in bounds)],
                          strict=True):
@@ -114,21 +119,23 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         _value(best, keys[0]), evidence,
         tuple((_settings(r, shown), _value(r, keys[0]))
               for _, r in ranked.iloc[1:1 + RUNNERS_UP].iterrows()),
-        _margin(best, ranked.iloc[1] if len(ranked) > 1 else None, keys[0]))
+        _separation(rows, ranked, keys[0], include_disturbed))
 
 
-def _margin(best: pd.Series, next_best: pd.Series | None, key: str) -> str:
-    """Whether the winner's interquartile range overlaps the next best's (a noisy machine
-    makes single differences meaningless)."""
-    if next_best is None:
-        return "the only qualifying configuration"
-    if best[f"{key}|n"] < 2 or next_best[f"{key}|n"] < 2:
-        return "no replicates to tell it from the next best: repeat the runs for a spread"
-    low, high = sorted((best[f"{key}|q1"], best[f"{key}|q3"]))
-    other_low, other_high = sorted((next_best[f"{key}|q1"], next_best[f"{key}|q3"]))
-    if low <= other_high and other_low <= high:
-        return "its IQR overlaps the next best's: not a clear winner"
-    return "clear of the next best (the IQRs do not overlap)"
+def _separation(rows: pd.DataFrame, ranked: pd.DataFrame, key: str,
+                include_disturbed: bool) -> Separation:
+    """The rank test's verdict on the best configuration's counted runs against the next
+    best's."""
+    configs = configuration_ids(rows)  # the labels ``aggregate`` gave the ranked rows
+    counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
+
+    def values(config: str) -> list[float]:
+        chosen = rows.loc[(configs == config) & counted, key]
+        return pd.to_numeric(chosen, errors="coerce").dropna().tolist()
+
+    next_best = values(ranked.iloc[1]["config"]) if len(ranked) > 1 else None
+    return separate(values(ranked.iloc[0]["config"]), next_best,
+                    counted_runs_label(include_disturbed=include_disturbed))
 
 
 def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:

@@ -7,7 +7,7 @@ from html import escape
 
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.recommend import Recommendation
-from mlflow_dlaas.report.report import Report
+from mlflow_dlaas.report.report import HostSection, Report
 from mlflow_dlaas.report.tables import ComparisonTable
 
 STYLE = """
@@ -37,14 +37,25 @@ def render_html(report: Report) -> str:
         "medians over replicates with the interquartile range in brackets.</p>",
     ]
     parts += [f"<p class='missing'>{escape(note)}</p>" for note in report.notes]
-    if report.recommendations:
-        parts.append("<h2 id='recommendations'>Recommendations</h2>")
-        parts += [_recommendation(r) for r in report.recommendations]
-    parts += [_table(t) for t in report.tables]
-    parts.append("<h2 id='plots'>Plots</h2>")
-    parts += [_plot(p) for p in report.plots]
+    for section in report.sections:
+        parts += _section(report, section)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _section(report: Report, section: HostSection) -> list[str]:
+    """One host's part: under a heading of its own when the report spans several hosts."""
+    level, parts = 2, []
+    if report.split_by_host:
+        level = 3
+        parts.append(f"<h2 id='host-{escape(section.host)}'>{escape(section.heading)}</h2>")
+    if section.recommendations:
+        parts.append(f"<h{level}>Recommendations</h{level}>")
+        parts += [_recommendation(r) for r in section.recommendations]
+    parts += [_table(t, level) for t in section.tables]
+    parts.append(f"<h{level}>Plots</h{level}>")
+    parts += [_plot(p, report.plot_file(section, p), level + 1) for p in section.plots]
+    return parts
 
 
 def _recommendation(rec: Recommendation) -> str:
@@ -61,23 +72,25 @@ def _recommendation(rec: Recommendation) -> str:
     return html + "</div>"
 
 
-def _table(table: ComparisonTable) -> str:
+def _table(table: ComparisonTable, level: int) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in table.headings)
     body = "".join(
         "<tr>" + "".join(f"<td title='{escape(h)}'>{escape(c)}</td>" if h
                          else f"<td>{escape(c)}</td>" for c, h in zip(row, hints, strict=True))
         + "</tr>" for row, hints in zip(table.cells, table.hints, strict=True))
     missing = "".join(f"<li>{escape(m)}</li>" for m in table.missing)
-    return (f"<h2>{escape(table.title)}</h2><div class='scroll'><table class='comparison'>"
+    return (f"<h{level}>{escape(table.title)}</h{level}><div class='scroll'>"
+            "<table class='comparison'>"
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
             + (f"<ul class='missing'>{missing}</ul>" if missing else ""))
 
 
-def _plot(plot: Plot) -> str:
+def _plot(plot: Plot, file: str, level: int) -> str:
     if plot.png is None:
-        return (f"<h3>{escape(plot.title)}</h3><p class='missing'>Not drawn: "
+        return (f"<h{level}>{escape(plot.title)}</h{level}><p class='missing'>Not drawn: "
                 f"{escape(plot.missing or '')}</p>")
     data = base64.b64encode(plot.png).decode()
-    return (f"<figure id='{plot.name}'><h3>{escape(plot.title)}</h3>"
+    return (f"<figure id='{escape(file.removesuffix('.png'))}'>"
+            f"<h{level}>{escape(plot.title)}</h{level}>"
             f"<img alt='{escape(plot.title)}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{escape(plot.caption)}</figcaption></figure>")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlflow_dlaas.report.report import Report
+from mlflow_dlaas.report.report import HostSection, Report
 
 
 def render_markdown(report: Report, plot_dir: str = "plots") -> str:
@@ -10,24 +10,36 @@ def render_markdown(report: Report, plot_dir: str = "plots") -> str:
     lines = [f"# Framework comparison: {report.scope}", "",
              f"Generated {report.generated_at} from `{report.tracking_uri}`; runs: "
              f"{counts or 'none'}. Cells are medians over replicates [interquartile range].", ""]
-    lines += [f"> {note}" for note in report.notes]
-    if report.recommendations:
-        lines += ["", "## Recommendations", ""]
-        for rec in report.recommendations:
+    for note in report.notes:
+        lines += [f"> {note}", ""]
+    for section in report.sections:
+        lines += _section(report, section, plot_dir)
+    return "\n".join(lines) + "\n"
+
+
+def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
+    """One host's part: under a heading of its own when the report spans several hosts."""
+    level, lines = "##", []
+    if report.split_by_host:
+        level = "###"
+        lines += ["", f"## {section.heading}"]
+    if section.recommendations:
+        lines += ["", f"{level} Recommendations", ""]
+        for rec in section.recommendations:
             lines.append(f"- **{rec.sentence()}**")
             if rec.evidence:
                 lines.append("  evidence: " + ", ".join(
                     f"[{e.run_name or e.run_id}]({e.link})" for e in rec.evidence))
-    for table in report.tables:
-        lines += ["", f"## {table.title}", "",
+    for table in section.tables:
+        lines += ["", f"{level} {table.title}", "",
                   "| " + " | ".join(table.headings) + " |",
                   "|" + "---|" * len(table.headings)]
         lines += ["| " + " | ".join(row) + " |" for row in table.cells]
         lines += [""] + [f"- missing: {m}" for m in table.missing]
-    lines += ["", "## Plots", ""]
-    for plot in report.plots:
+    lines += ["", f"{level} Plots", ""]
+    for plot in section.plots:
         if plot.png is None:
             lines.append(f"- {plot.title}: not drawn, {plot.missing}")
         else:
-            lines.append(f"![{plot.title}]({plot_dir}/{plot.name}.png)")
-    return "\n".join(lines) + "\n"
+            lines.append(f"![{plot.title}]({plot_dir}/{report.plot_file(section, plot)})")
+    return lines

@@ -10,10 +10,20 @@ from mlflow import MlflowClient
 
 from mlflow_dlaas.report import inference_plots, resource_plots, training_plots
 from mlflow_dlaas.report.collect import RunTable
-from mlflow_dlaas.report.derived import add_energy, batched_metrics, inference_rows
+from mlflow_dlaas.report.derived import (
+    MEASURED_PEAK,
+    TREE_PEAK,
+    add_energy,
+    add_peak_memory,
+    batched_metrics,
+    inference_rows,
+    tree_peak_fallbacks,
+)
 from mlflow_dlaas.report.goals import Bound, Goal, parse_goal
+from mlflow_dlaas.report.hosts import Host, hosts
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, recommend
+from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.report.tables import (
     INFERENCE_COLUMNS,
     TRAINING_COLUMNS,
@@ -25,6 +35,21 @@ Ask = tuple[Goal, tuple[Bound, ...]]
 
 
 @dataclass(frozen=True)
+class HostSection:
+    """One host's tables, plots and recommendations: runs of two hosts are never pooled."""
+
+    host: str
+    cpu_model: str
+    tables: list[ComparisonTable]
+    plots: list[Plot]
+    recommendations: list[Recommendation]
+
+    @property
+    def heading(self) -> str:
+        return f"Host {self.host}" + (f" · {self.cpu_model}" if self.cpu_model else "")
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything the HTML and Markdown renderings show."""
 
@@ -32,11 +57,18 @@ class Report:
     generated_at: str
     tracking_uri: str
     status_counts: dict[str, int]
-    tables: list[ComparisonTable]
-    plots: list[Plot]
-    recommendations: list[Recommendation]
+    sections: list[HostSection]  # one per host
     notes: list[str] = field(default_factory=list)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def split_by_host(self) -> bool:
+        return len(self.sections) > 1
+
+    def plot_file(self, section: HostSection, plot: Plot) -> str:
+        """The plot's file name under ``plots/``, unique across hosts."""
+        prefix = f"{section.host}_" if self.split_by_host else ""
+        return f"{prefix}{plot.name}.png"
 
 
 @dataclass(frozen=True)
@@ -49,8 +81,10 @@ class Workloads:
     batched: frozenset[str]  # metric keys logged per batch size
 
     @classmethod
-    def of(cls, table: RunTable) -> Workloads:
-        finished = add_energy(table.finished) if len(table.finished) else table.finished
+    def of(cls, finished: pd.DataFrame) -> Workloads:
+        """From finished runs, with the derived metrics (peak memory, energy) added."""
+        if len(finished):
+            finished = add_peak_memory(add_energy(finished))
         infer = finished[finished["entry"] == "infer"] if len(finished) else finished
         return cls(finished, finished[finished["entry"] == "train"] if len(finished)
                    else finished, inference_rows(infer) if len(infer) else infer,
@@ -79,9 +113,20 @@ class Workloads:
 
 
 def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
-                 asks: list[Ask] | None = None) -> Report:
-    """Tables, plots and recommendations for every finished run of ``table``."""
-    work = Workloads.of(table)
+                 asks: list[Ask] | None = None, *, include_disturbed: bool = False) -> Report:
+    """Tables, plots and recommendations, per host, for the finished runs of ``table`` that
+    are not disturbed (all of them with ``include_disturbed``)."""
+    screened = screen(table.finished, include_disturbed=include_disturbed)
+    sections = [_section(client, host, tracking_uri, asks or [], include_disturbed)
+                for host in hosts(screened.kept)]
+    return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                  tracking_uri, table.status_counts, sections,
+                  _notes(table, screened.kept, len(sections)) + screened.notes(), table.runs)
+
+
+def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask],
+             include_disturbed: bool) -> HostSection:
+    work = Workloads.of(host.runs)
     tables = []
     if len(work.train):
         tables.append(comparison_table("Training", work.train, TRAINING_COLUMNS))
@@ -99,11 +144,9 @@ def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
         resource_plots.energy_vs_throughput(work.train, work.inference),
     ]
     recommendations = [recommend(work.rows_for(client, goal, bounds), goal, bounds,
-                                 tracking_uri)
-                       for goal, bounds in (asks or []) + default_asks(client, work)]
-    return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                  tracking_uri, table.status_counts, tables, plots, recommendations,
-                  _notes(table, work), table.runs)
+                                 tracking_uri, include_disturbed=include_disturbed)
+                       for goal, bounds in asks + default_asks(client, work)]
+    return HostSection(host.name, host.cpu_model, tables, plots, recommendations)
 
 
 DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "p99_latency", "throughput",
@@ -116,7 +159,7 @@ def default_asks(client: MlflowClient, work: Workloads) -> list[Ask]:
     return [(goal, ()) for goal in goals if work.can_answer(client, goal)]
 
 
-def _notes(table: RunTable, work: Workloads) -> list[str]:
+def _notes(table: RunTable, kept: pd.DataFrame, host_count: int) -> list[str]:
     notes = []
     unfinished = {k: v for k, v in table.status_counts.items() if k != "FINISHED"}
     if unfinished:
@@ -125,8 +168,16 @@ def _notes(table: RunTable, work: Workloads) -> list[str]:
     if table.runs.empty:
         notes.append(f"No runs in {table.scope}: run `mlflow run projects/<framework> ...` or "
                      "`mlflow-dlaas study SPEC.yaml` first.")
-    other = work.all[~work.all["entry"].isin(["train", "infer"])] if len(work.all) else work.all
-    if len(other):
-        notes.append(f"{len(other)} finished runs are neither training nor inference runs "
+    if len(kept) and (other := (~kept["entry"].isin(["train", "infer"])).sum()):
+        notes.append(f"{other} finished runs are neither training nor inference runs "
                      "(e.g. `mlflow-dlaas monitor`): they appear in the resource plots only.")
+    if host_count > 1:
+        notes.append(f"Runs from {host_count} hosts (hardware fingerprints): each has its "
+                     "own tables, plots and recommendations; runs of different hosts are "
+                     "never pooled.")
+    fallbacks = tree_peak_fallbacks(kept)
+    if fallbacks:
+        notes.append(f"Peak memory of {fallbacks} runs is their whole process tree's "
+                     f"(`{TREE_PEAK}`, harness included): they have no `{MEASURED_PEAK}`, "
+                     "the framework's own peak.")
     return notes

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing
 
 MIB = 2**20
@@ -20,7 +20,7 @@ TIMELINE_RUNS = 6
 MIN_PAIRS = 3  # fewer runs measured with both values: no correlation shown
 OUTCOMES = {
     "metrics.train_time_seconds": "train time", "metrics.final_test_accuracy": "accuracy",
-    "metrics.run/peak_proc_rss_bytes": "peak RSS", "metrics.run/mean_proc_cpu_percent": "CPU %",
+    f"metrics.{PEAK_MEMORY}": "peak memory", "metrics.run/mean_proc_cpu_percent": "CPU %",
     "metrics.run/proc_cpu_seconds": "CPU seconds", f"metrics.{ENERGY}": "energy",
     "metrics.offline/throughput_samples_per_second": "throughput",
     "metrics.single_stream/latency_p99_ms": "p99 latency",

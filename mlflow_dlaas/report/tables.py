@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from mlflow_dlaas.report.aggregate import aggregate, shown_settings
-from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000
+from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 
 MIB = 2**20
 
@@ -32,7 +32,7 @@ TRAINING_COLUMNS = (
     Column("test time (s)", "test_time_seconds"),
     Column("accuracy", "final_test_accuracy", digits=4),
     Column("time to accuracy (s)", "time_to_accuracy_seconds", digits=2),
-    Column("peak memory (MiB)", "run/peak_proc_rss_bytes", 1 / MIB, 0),
+    Column("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0),
     Column("CPU % (train)", "train/mean_proc_cpu_percent", digits=0),
     Column("energy (J)", ENERGY, digits=1),
 )
@@ -43,7 +43,7 @@ INFERENCE_COLUMNS = (
     Column("throughput (samples/s)", "offline/throughput_samples_per_second", digits=0),
     Column("offline p99 (ms)", "offline/latency_p99_ms"),
     Column("load time (s)", "load_time_seconds"),
-    Column("peak memory (MiB)", "run/peak_proc_rss_bytes", 1 / MIB, 0),
+    Column("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0),
     Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
 )
 @dataclass(frozen=True)
@@ -91,6 +91,8 @@ def _why(metric: str) -> str:
         return " (no readable RAPL counter or NVIDIA GPU where they ran)"
     if metric == "time_to_accuracy_seconds":
         return " (they never reached their target_accuracy)"
+    if metric == PEAK_MEMORY:
+        return " (they logged neither measured_peak_rss_bytes nor run/peak_proc_rss_bytes)"
     return ""
 
 

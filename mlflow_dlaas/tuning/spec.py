@@ -20,6 +20,10 @@ PRUNERS = ("none", "median", "hyperband")
 ENV_MANAGERS = ("local", "virtualenv", "uv")
 DIRECTIONS = ("maximize", "minimize")
 CONSTRAINT_OPS = (">=", "<=")
+#: vary: replicate r of a trial runs with the trial's seed + r; fixed: all with the trial's seed.
+REPLICATE_SEEDS = ("vary", "fixed")
+#: The seed the train and infer entry points use when none is given.
+DEFAULT_SEED = 0
 #: Short names for the metrics people optimize; any logged metric key is accepted too.
 METRIC_ALIASES = {
     "accuracy": "final_test_accuracy",
@@ -42,7 +46,7 @@ METRIC_ALIASES = {
 PRUNING_METRIC = {"train": "test_accuracy"}
 TOP_KEYS = {"name", "entry_point", "frameworks", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
-            "replicates", "env_manager", "seed", "experiment"}
+            "replicates", "replicate_seeds", "env_manager", "seed", "experiment"}
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class StudySpec:
     timeout_s: float | None = None
     trial_timeout_s: float = 1800.0
     replicates: int = 1
+    replicate_seeds: str = "vary"
     env_manager: str = "local"
     seed: int | None = None
     experiment: str | None = None  # the MLflow experiment; default: the study's name
@@ -147,6 +152,7 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
     if overlap:
         raise ConfigError(f"study spec: {', '.join(overlap)} is both fixed and searched; "
                           "keep it in one of fixed or search_space")
+    _check_seed(fixed, space)
     objectives = tuple(_objective(i, o) for i, o in enumerate(_list(raw, "objectives")))
     if not objectives:
         raise ConfigError("study spec: objectives: give at least one, e.g. "
@@ -181,10 +187,37 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
         timeout_s=timeout_s,
         trial_timeout_s=_positive_number(raw, "trial_timeout_s", 1800.0),
         replicates=_positive_int(raw, "replicates", 1),
+        replicate_seeds=_choice(raw, "replicate_seeds", REPLICATE_SEEDS, "vary"),
         env_manager=_choice(raw, "env_manager", ENV_MANAGERS, "local"),
         seed=raw.get("seed"),
         experiment=str(raw["experiment"]) if raw.get("experiment") else None,
     )
+
+
+def replicate_seed(trial_params: Mapping[str, Any], replicate: int, replicate_seeds: str) -> int:
+    """The entry point's ``seed`` for replicate ``replicate`` (from 0) of a trial.
+
+    The trial's seed (fixed, sampled, or the entry points' default 0), plus ``replicate``
+    when ``replicate_seeds`` is ``vary``, so that the replicates' spread shows the seed's
+    effect.
+    """
+    seed = int(trial_params.get("seed", DEFAULT_SEED))
+    return seed + replicate if replicate_seeds == "vary" else seed
+
+
+def _check_seed(fixed: Mapping[str, Any], space: tuple[Dimension, ...]) -> None:
+    """The entry points' ``seed`` is a whole number (replicates add their index to it)."""
+    if "seed" in fixed and not _is_whole(fixed["seed"]):
+        raise ConfigError(f"study spec: fixed.seed: must be a whole number, got "
+                          f"{fixed['seed']!r}")
+    for d in space:
+        if d.name == "seed" and (d.kind == "float" or not all(map(_is_whole, d.choices))):
+            raise ConfigError("study spec: search_space.seed: give type: int or whole-number "
+                              "choices")
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _dimension(name: str, d: Any) -> Dimension:

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.sampling import CONSTRAINTS_ATTR, make_pruner, make_sampler, suggest
-from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec
+from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
 from mlflow_dlaas.tuning.storage import make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
@@ -119,7 +119,8 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
     params = {"study_name": spec.name, "frameworks": ",".join(spec.frameworks),
               "entry_point": spec.entry_point, "sampler": spec.sampler, "pruner": spec.pruner,
               "n_trials": spec.n_trials, "timeout_s": spec.timeout_s,
-              "replicates": spec.replicates, "env_manager": spec.env_manager,
+              "replicates": spec.replicates, "replicate_seeds": spec.replicate_seeds,
+              "env_manager": spec.env_manager,
               "objectives": ",".join(f"{o.direction}:{o.metric}" for o in spec.objectives)}
     params.update({f"fixed.{k}": v for k, v in spec.fixed.items()})
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
@@ -143,6 +144,7 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     heartbeat()
     outcomes: list[ChildOutcome] = []
     prunable = spec.pruner != "none"
+    trial_params = {**spec.fixed, **params}
     for replicate in range(spec.replicates):
 
         def on_progress(metric: str, step: int, value: float) -> bool:
@@ -153,7 +155,9 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
 
         outcome = run_child(
             experiment_id=experiment_id, parent_run_id=parent_id, framework=framework,
-            entry_point=spec.entry_point, params={**spec.fixed, **params},
+            entry_point=spec.entry_point,
+            params={**trial_params,
+                    "seed": replicate_seed(trial_params, replicate, spec.replicate_seeds)},
             tags={"dlaas.study": spec.name, "dlaas.trial_number": str(trial.number),
                   "dlaas.replicate": str(replicate), "dlaas.role": "trial",
                   "dlaas.trial_name": f"trial-{trial.number}-r{replicate}"},

@@ -10,23 +10,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from mlflow_dlaas.errors import ConfigError, DlaasError
+from mlflow_dlaas.config import parse_cli_params
+from mlflow_dlaas.errors import DlaasError
 from mlflow_dlaas.run_lifecycle import failing_run_guard
 from mlflow_dlaas.tracking import configure_tracking
 
 R = TypeVar("R")
-
-
-def parse_cli_params(argv: Sequence[str]) -> dict[str, str]:
-    """``--key value`` pairs (what MLflow Projects appends) into a dict."""
-    params: dict[str, str] = {}
-    items = list(argv)
-    while items:
-        key = items.pop(0)
-        if not key.startswith("--") or not items:
-            raise ConfigError(f"expected '--name value' pairs, got {key!r}; e.g. --batch_size 32")
-        params[key[2:].replace("-", "_")] = items.pop(0)
-    return params
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
@@ -56,19 +45,3 @@ def run_entry_point(name: str, argv: Sequence[str] | None,
         return e.exit_code
     print(done(result), file=sys.stderr)
     return 0
-
-
-def exit_without_teardown(code: int) -> None:
-    """Exit once the run is ended: atexit handlers and flushed streams, then ``os._exit``.
-
-    The interpreter's own teardown after a framework has been imported (PyTorch's module
-    graph, above all) takes about 1.8 s here and serves nothing: everything is logged and
-    closed by then. A study pays it once per trial.
-    """
-    import atexit
-
-    atexit._run_exitfuncs()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

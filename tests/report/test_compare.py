@@ -80,9 +80,9 @@ def test_recommend_picks_the_best_median_and_links_its_runs(measured: Measured,
     assert {e["run_id"] for e in answer["evidence"]} == set(measured.train[best])
     assert all(e["link"].startswith("http://127.0.0.1:5000/#/experiments/")
                for e in answer["evidence"])
-    # a winner is only as clear as the spread says: tensorflow ran once
-    assert answer["margin"] == ("no replicates to tell it from the next best: repeat the "
-                                "runs for a spread")
+    # no winner is claimed without a rank test on 3 valid runs each: tensorflow ran once
+    assert not answer["separation"]["separated"]
+    assert "fewer than 3 valid runs each" in answer["separation"]["text"]
 
 
 def test_recommend_inference_at_a_batch_size(measured: Measured, cli_path: str) -> None:
@@ -115,7 +115,7 @@ def test_time_to_a_chosen_accuracy_comes_from_the_epoch_history(measured: Measur
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["best"]["system"] == "pytorch"  # the study holds the pytorch runs only
-    assert answer["margin"] == "the only qualifying configuration"
+    assert answer["separation"]["text"].startswith("the only qualifying configuration")
     client = mlflow.MlflowClient(measured.uri)
     reached = []
     for run_id in measured.train["pytorch"]:

@@ -14,7 +14,8 @@ from mlflow_dlaas.report.goals import parse_bound, parse_goal
     ("time_to_accuracy@0.98", "time_to_0.98_accuracy_seconds", "minimize"),
     ("max:offline/batch_8/throughput_samples_per_second",
      "offline/batch_8/throughput_samples_per_second", "maximize"),
-    ("min:peak_memory", "run/peak_proc_rss_bytes", "minimize"),
+    ("min:peak_memory", "peak_memory_bytes", "minimize"),  # measured, else the tree's
+    ("peak_rss", "peak_memory_bytes", "minimize"),
 ])
 def test_objectives(text: str, metric: str, direction: str) -> None:
     goal = parse_goal(text)
@@ -24,8 +25,8 @@ def test_objectives(text: str, metric: str, direction: str) -> None:
 @pytest.mark.parametrize(("text", "metric", "op", "value"), [
     ("accuracy>=0.98", "final_test_accuracy", ">=", 0.98),
     ("accuracy >= 98%", "final_test_accuracy", ">=", 0.98),
-    ("peak_memory<=2GiB", "run/peak_proc_rss_bytes", "<=", 2 * 2**30),
-    ("peak_memory<=500MB", "run/peak_proc_rss_bytes", "<=", 500e6),
+    ("peak_memory<=2GiB", "peak_memory_bytes", "<=", 2 * 2**30),
+    ("peak_memory<=500MB", "peak_memory_bytes", "<=", 500e6),
     ("p99_latency<5", "single_stream/latency_p99_ms", "<", 5.0),
     ("p99_latency<=0.01s", "single_stream/latency_p99_ms", "<=", 10.0),
     ("train_time<=1500ms", "train_time_seconds", "<=", 1.5),

@@ -1,35 +1,69 @@
-"""Recommendation rules on a table of runs: constraints on medians, ties, the winner's margin."""
+"""Recommendation rules on a table of runs: constraints on medians, and when a winner is claimed."""
 
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from mlflow_dlaas.report.goals import parse_bound, parse_goal
 from mlflow_dlaas.report.recommend import recommend
+from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES, best_possible_p, separate
 
 
-def _runs(times: dict[str, list[float]], memory: dict[str, float]) -> pd.DataFrame:
+def _runs(times: dict[str, list[float]], memory: dict[str, float] | None = None,
+          validity: dict[str, list[str]] | None = None) -> pd.DataFrame:
     rows = []
     for system, values in times.items():
         for seed, value in enumerate(values):
             rows.append({"run_id": f"{system}-{seed}", "run_name": f"{system}-{seed}",
                          "experiment_id": "1", "entry": "train", "system": system,
-                         "params.seed": str(seed), "metrics.train_time_seconds": value,
-                         "metrics.run/peak_proc_rss_bytes": memory[system]})
+                         "host": "aaaaaaaaaaaa", "params.seed": str(seed),
+                         "validity": (validity or {}).get(system, ["valid"] * 9)[seed],
+                         "metrics.train_time_seconds": value,
+                         "metrics.peak_memory_bytes": (memory or {}).get(system, 1e9)})
     return pd.DataFrame(rows)
 
 
-def test_a_clear_winner_and_an_overlapping_one() -> None:
-    clear = _runs({"pytorch": [1.0, 1.1, 1.2], "tensorflow": [2.0, 2.1, 2.2]},
-                  {"pytorch": 1e9, "tensorflow": 1e9})
-    answer = recommend(clear, parse_goal("train_time"))
+def test_clearly_separated_replicates_give_a_winner() -> None:
+    answer = recommend(_runs({"pytorch": [1.0, 1.1, 1.2, 1.3],
+                              "tensorflow": [2.0, 2.1, 2.2, 2.3]}), parse_goal("train_time"))
     assert answer.best["system"] == "pytorch"
-    assert answer.value.startswith("1.1 (median of 3 runs, IQR 1.05–1.15)")
-    assert answer.margin == "clear of the next best (the IQRs do not overlap)"
-    close = _runs({"pytorch": [1.0, 1.5, 2.0], "tensorflow": [1.2, 1.6, 2.2]},
-                  {"pytorch": 1e9, "tensorflow": 1e9})
-    assert recommend(close, parse_goal("train_time")).margin == (
-        "its IQR overlaps the next best's: not a clear winner")
+    assert answer.value.startswith("1.15 (median of 4 runs, IQR 1.075–1.225)")
+    assert answer.separation.separated
+    assert answer.separation.p_value == pytest.approx(2 / 70)  # exact: 2 of C(8, 4) orders
+    assert answer.separation.text.startswith("a clear winner") and "p = 0.029" in answer.sentence()
+
+
+def test_overlapping_replicates_are_not_separable() -> None:
+    answer = recommend(_runs({"pytorch": [1.0, 1.5, 2.0, 2.5],
+                              "tensorflow": [1.2, 1.6, 2.2, 2.4]}), parse_goal("train_time"))
+    assert answer.best["system"] == "pytorch"  # the best median is still named ...
+    assert not answer.separation.separated  # ... but not claimed a winner
+    assert answer.separation.text.startswith("not separable from the next best: the gap could "
+                                             "be noise (rank test p = 0.89")
+
+
+def test_three_against_three_cannot_reach_the_alpha() -> None:
+    """The exact two-sided test's smallest p for 3 against 3 runs is 2 / C(6, 3) = 0.1: even
+    runs that do not overlap at all do not separate at 0.05, and the verdict says so."""
+    assert ALPHA < best_possible_p(MIN_REPLICATES, MIN_REPLICATES) == pytest.approx(0.1)
+    answer = recommend(_runs({"pytorch": [1.0, 1.1, 1.2], "tensorflow": [2.0, 2.1, 2.2]}),
+                       parse_goal("train_time"))
+    assert not answer.separation.separated and answer.separation.p_value == pytest.approx(0.1)
+    assert "3 vs 3 valid runs are too few" in answer.separation.text
+    assert "run each at least 4 times" in answer.separation.text
+    assert separate([1.0, 1.1, 1.2], [2.0, 2.1, 2.2, 2.3, 2.4]).separated  # 3 vs 5: p = 0.036
+
+
+def test_disturbed_and_unverified_runs_do_not_count_unless_included() -> None:
+    runs = _runs({"pytorch": [1.0, 1.1, 1.2, 1.3], "tensorflow": [2.0, 2.1, 2.2, 2.3]},
+                 validity={"pytorch": ["valid", "disturbed", "unverified", "valid"]})
+    answer = recommend(runs, parse_goal("train_time"))
+    assert answer.best["system"] == "pytorch" and not answer.separation.separated
+    assert "fewer than 3 valid runs each (2 and 4)" in answer.separation.text
+    counted = recommend(runs, parse_goal("train_time"), include_disturbed=True)
+    assert counted.separation.separated
+    assert "4 vs 4 runs (disturbed and unverified ones counted)" in counted.separation.text
 
 
 def test_constraints_apply_to_medians_and_say_what_they_excluded() -> None:
@@ -37,7 +71,8 @@ def test_constraints_apply_to_medians_and_say_what_they_excluded() -> None:
                  {"pytorch": 3 * 2**30, "tensorflow": 1 * 2**30})
     answer = recommend(runs, parse_goal("train_time"), (parse_bound("peak_memory<=2GiB"),))
     assert answer.best["system"] == "tensorflow"
-    assert answer.margin == "the only qualifying configuration"
+    assert not answer.separation.separated
+    assert answer.separation.text.startswith("the only qualifying configuration")
     none = recommend(runs, parse_goal("train_time"), (parse_bound("peak_memory<=1MiB"),))
     assert not none.found and none.excluded == {"peak_memory<=1MiB": 2}
     assert "no configuration qualifies (2 considered" in none.sentence()

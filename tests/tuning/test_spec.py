@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.tuning.spec import load_spec, parse_spec
+from mlflow_dlaas.tuning.spec import load_spec, parse_spec, replicate_seed
 
 GOOD = {
     "name": "s",
@@ -23,6 +23,7 @@ def test_a_good_spec_gets_defaults_and_aliases() -> None:
     spec = parse_spec(GOOD)
     assert spec.objectives[0].metric == "final_test_accuracy"
     assert spec.sampler == "tpe" and spec.pruner == "none" and spec.n_trials == 10
+    assert spec.replicates == 1 and spec.replicate_seeds == "vary"
     assert [d.kind for d in spec.search_space] == ["categorical", "float"]
 
 
@@ -67,6 +68,12 @@ def test_several_objectives_default_to_nsga2() -> None:
          r"constraints\[0\].op: '>' is not one of >=, <="),
         ({"n_trials": 0}, "n_trials: must be a whole number >= 1"),
         ({"replicates": "two"}, "replicates: must be a whole number >= 1"),
+        ({"replicate_seeds": "same"}, "replicate_seeds: 'same' is not one of vary, fixed"),
+        ({"replicate_seeds": None}, "replicate_seeds: None is not one of vary, fixed"),
+        ({"fixed": {"seed": "7"}}, "fixed.seed: must be a whole number, got '7'"),
+        ({"search_space": {"seed": {"type": "float", "low": 0, "high": 9}}},
+         "search_space.seed: give type: int or whole-number choices"),
+        ({"search_space": {"seed": [1, 2.5]}}, "search_space.seed: give type: int"),
         ({"env_manager": "conda"}, "env_manager: 'conda' is not one of local, virtualenv, uv"),
         ({"trails": 3}, "unknown key.*trails"),
         ({"fixed": {"batch_size": 8}}, "batch_size is both fixed and searched"),
@@ -79,6 +86,34 @@ def test_several_objectives_default_to_nsga2() -> None:
 def test_bad_specs_name_the_key(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_spec({**GOOD, **change})
+
+
+@pytest.mark.parametrize("choice", ["vary", "fixed"])
+def test_replicate_seeds_is_kept(choice: str) -> None:
+    spec = parse_spec({**GOOD, "replicates": 3, "replicate_seeds": choice,
+                       "fixed": {"model": "mlp", "seed": 5},
+                       "search_space": {"batch_size": [16, 32]}})
+    assert spec.replicate_seeds == choice and spec.fixed["seed"] == 5
+
+
+def test_a_searched_whole_number_seed_is_accepted() -> None:
+    spec = parse_spec({**GOOD, "search_space": {"seed": {"type": "int", "low": 0, "high": 9}}})
+    assert spec.search_space[0].name == "seed"
+    assert parse_spec({**GOOD, "search_space": {"seed": [0, 10, 20]}}).search_space
+
+
+@pytest.mark.parametrize(
+    ("trial_params", "replicate_seeds", "seeds"),
+    [
+        ({"model": "mlp"}, "vary", [0, 1, 2]),  # the entry points' default seed 0
+        ({"model": "mlp", "seed": 7}, "vary", [7, 8, 9]),  # fixed or sampled
+        ({"model": "mlp"}, "fixed", [0, 0, 0]),
+        ({"model": "mlp", "seed": 7}, "fixed", [7, 7, 7]),
+    ],
+)
+def test_the_seed_each_replicate_runs_with(trial_params: dict, replicate_seeds: str,
+                                           seeds: list[int]) -> None:
+    assert [replicate_seed(trial_params, r, replicate_seeds) for r in range(3)] == seeds
 
 
 def test_missing_or_broken_files(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,10 +46,10 @@ class MXNetRuntime(InferenceRuntime):
             if source.trained_with != "mxnet":
                 raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
                                   " the mxnet runtime loads MXNet runs only")
-            import mlflow
-
-            local = Path(mlflow.artifacts.download_artifacts(run_id=source.run_id,
-                                                             artifact_path="model"))
+            if source.model_dir is None:
+                raise ConfigError(f"run {source.run_id} has no saved model (trained with "
+                                  "-P log_model=false)")
+            local = source.model_dir
             net = mx.gluon.SymbolBlock.imports(str(local / "model-symbol.json"), ["data"],
                                                str(local / "model-0000.params"))
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,9 +47,7 @@ class PyTorchRuntime(InferenceRuntime):
                 raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
                                   " the pytorch runtime loads PyTorch runs only (serve its ONNX"
                                   " export with onnxruntime or openvino)")
-            import mlflow.pytorch
-
-            module = mlflow.pytorch.load_model(f"runs:/{source.run_id}/model")
+            module = torch.load(_saved_model(source) / "data" / "model.pth", weights_only=False)
         device = torch.device(options.device)
         dtype = torch.float16 if options.precision == "fp16" else torch.float32
         module = module.to(device=device, dtype=dtype).eval()
@@ -69,3 +68,10 @@ class PyTorchRuntime(InferenceRuntime):
                 return out.float().cpu().numpy()
 
         return predict
+
+
+def _saved_model(source: ModelSource) -> Path:
+    if source.model_dir is None:
+        raise ConfigError(f"run {source.run_id} has no saved model (it was trained with "
+                          "-P log_model=false); serve its ONNX export with onnxruntime")
+    return source.model_dir

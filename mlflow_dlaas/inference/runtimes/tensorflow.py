@@ -54,9 +54,10 @@ class TensorFlowRuntime(InferenceRuntime):
             if source.trained_with != "tensorflow":
                 raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
                                   " the tensorflow runtime loads TensorFlow runs only")
-            import mlflow.tensorflow
-
-            model = mlflow.tensorflow.load_model(f"runs:/{source.run_id}/model")
+            if source.model_dir is None:
+                raise ConfigError(f"run {source.run_id} has no saved model (trained with "
+                                  "-P log_model=false)")
+            model = tf.keras.models.load_model(source.model_dir / "data" / "model.keras")
         else:
             from mlflow_dlaas.frameworks.tensorflow import build_keras
 

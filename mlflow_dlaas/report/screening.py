@@ -1,0 +1,91 @@
+"""Which runs a comparison keeps and which may decide a winner, by their ``dlaas.validity``.
+
+A run is ``valid``, ``disturbed`` (other processes or steal time took CPU while it measured)
+or, when it carries no verdict (runs logged before the check existed), unverified.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from mlflow_dlaas.validity import DISTURBED, VALID
+
+UNVERIFIED = "unverified"
+#: the flag that keeps disturbed runs, as the notes name it
+INCLUDE_FLAG = "--include-disturbed"
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def verdicts(runs: pd.DataFrame) -> pd.Series:
+    """Per run: ``valid``, ``disturbed`` or ``unverified`` (no or an unknown verdict)."""
+    raw = runs["validity"] if "validity" in runs else pd.Series("", index=runs.index)
+    return raw.where(raw.isin([VALID, DISTURBED]), UNVERIFIED)
+
+
+def counts_toward_winner(runs: pd.DataFrame, *, include_disturbed: bool) -> pd.Series:
+    """Per run: whether it may decide a winner; valid runs only, every run when the user
+    asked to include disturbed ones."""
+    if include_disturbed:
+        return pd.Series(True, index=runs.index)
+    return verdicts(runs) == VALID
+
+
+def counted_runs_label(*, include_disturbed: bool) -> str:
+    """How the runs that decide a winner are called in a verdict."""
+    return "runs (disturbed and unverified ones counted)" if include_disturbed else "valid runs"
+
+
+def brief_reason(reason: str) -> str:
+    """A reason with its figures left out, so that like reasons group together:
+    "other processes used 0.9 of 2 cores during train" -> "other processes used … of …
+    cores during train"."""
+    return _NUMBER.sub("…", reason.strip()) or "no reason recorded"
+
+
+@dataclass(frozen=True)
+class Screened:
+    """The runs a comparison keeps, and what it left out or kept unverified, and why."""
+
+    kept: pd.DataFrame
+    disturbed: int
+    include_disturbed: bool
+    unverified: int
+    reasons: dict[str, int] = field(default_factory=dict)  # brief reason -> disturbed runs
+
+    @property
+    def left_out(self) -> int:
+        return 0 if self.include_disturbed else self.disturbed
+
+    def notes(self) -> list[str]:
+        """Sentences for the report and ``recommend``'s output."""
+        notes = []
+        why = "; ".join(f"{reason}: {n}" for reason, n in self.reasons.items())
+        if self.disturbed and not self.include_disturbed:
+            notes.append(f"Left out: {self.disturbed} disturbed runs ({why}). Add "
+                         f"{INCLUDE_FLAG} to keep them.")
+        elif self.disturbed:
+            notes.append(f"Kept at your request ({INCLUDE_FLAG}): {self.disturbed} disturbed "
+                         f"runs ({why}); they count toward a winner.")
+        if self.unverified:
+            counted = ("they count toward a winner with " + INCLUDE_FLAG
+                       if self.include_disturbed else "they do not count toward a winner")
+            notes.append(f"{self.unverified} runs carry no validity verdict (logged before "
+                         f"mlflow-dlaas checked for other load): kept in the tables; {counted}.")
+        return notes
+
+
+def screen(runs: pd.DataFrame, *, include_disturbed: bool) -> Screened:
+    """Leave out the disturbed runs, unless ``include_disturbed``; count the reasons."""
+    verdict = verdicts(runs)
+    disturbed = runs[verdict == DISTURBED]
+    texts = (disturbed["validity_reason"] if "validity_reason" in disturbed
+             else pd.Series("", index=disturbed.index))
+    reasons = Counter(brief_reason(part) for text in texts.fillna("").astype(str)
+                      for part in ([p for p in text.split(";") if p.strip()] or [""]))
+    kept = runs if include_disturbed else runs[verdict != DISTURBED]
+    return Screened(kept, len(disturbed), include_disturbed, int((verdict == UNVERIFIED).sum()),
+                    dict(reasons.most_common()))

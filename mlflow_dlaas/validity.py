@@ -1,0 +1,113 @@
+"""Whether a run's measured phases were disturbed: other processes, steal, memory pressure.
+
+The monitor's system counters include the measured tree's own CPU time; what is left after
+subtracting it was used by someone else (the harness's own sampler included: it is
+measured, not assumed small). Thresholds are entry-point params, logged with the run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mlflow_dlaas.errors import ConfigError
+
+VALIDITY_TAG = "dlaas.validity"
+VALIDITY_REASON_TAG = "dlaas.validity_reason"
+VALID, DISTURBED = "valid", "disturbed"
+#: Phases shorter than this (pooled over their windows) are too short to judge on their own:
+#: CPU time ticks in 10 ms jiffies.
+MIN_JUDGED_S = 1.0
+
+
+@dataclass(frozen=True)
+class ValidityThresholds:
+    """Above any of these, during any measured phase, a run is ``disturbed``.
+
+    ``validity_max_other_cores``: mean cores used by other processes;
+    ``validity_max_steal_fraction``: share of the machine's CPU time stolen by the host;
+    ``validity_max_memory_pressure_percent``: PSI memory ``some avg10`` peak.
+    """
+
+    validity_max_other_cores: float = 0.25
+    validity_max_steal_fraction: float = 0.05
+    validity_max_memory_pressure_percent: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
+
+    @classmethod
+    def pop_from(cls, params: dict[str, Any]) -> ValidityThresholds:
+        """Take the threshold params out of ``params`` (strings allowed)."""
+        given = {}
+        for name in asdict(cls()):
+            if name in params:
+                try:
+                    given[name] = float(params.pop(name))
+                except (TypeError, ValueError):
+                    raise ConfigError(f"{name} must be a number") from None
+        return cls(**given)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``valid`` or ``disturbed``, what decided it, and the figures per judged phase."""
+
+    status: str
+    reason: str
+    figures: dict[str, float]
+
+    def tags(self) -> dict[str, str]:
+        return {VALIDITY_TAG: self.status, VALIDITY_REASON_TAG: self.reason[:5000]}
+
+
+def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
+          thresholds: ValidityThresholds) -> Verdict:
+    """The verdict over ``phases`` of a monitor summary (keys ``{phase}/...``)."""
+    present = [p for p in phases if summary.get(f"{p}/duration_seconds", 0.0) > 0]
+    judged = [p for p in present if summary[f"{p}/duration_seconds"] >= MIN_JUDGED_S]
+    figures: dict[str, float] = {}
+    problems: list[str] = []
+    for phase, found in ((p, _phase_figures(summary, p, cores)) for p in judged or present):
+        figures.update({f"{phase}/{k}": v for k, v in found.items()})
+        problems += _problems(phase, found, cores, thresholds)
+    if not present:
+        return Verdict(DISTURBED, "no measured phase was recorded", figures)
+    if problems:
+        return Verdict(DISTURBED, "; ".join(problems), figures)
+    worst = max((figures[f"{p}/other_processes_cpu_cores"], p) for p in judged or present)
+    return Verdict(VALID, f"quiet: other processes used at most {worst[0]:.2f} of {cores} "
+                          f"cores (during {worst[1]})", figures)
+
+
+def _phase_figures(summary: Mapping[str, float], phase: str, cores: int) -> dict[str, float]:
+    duration = summary[f"{phase}/duration_seconds"]
+    others = summary.get(f"{phase}/sys_cpu_busy_seconds", 0.0) - summary.get(
+        f"{phase}/proc_cpu_seconds", 0.0)
+    found = {"other_processes_cpu_cores": max(others, 0.0) / duration,
+             "cpu_steal_fraction": summary.get(f"{phase}/sys_cpu_steal_seconds", 0.0)
+             / (duration * max(cores, 1))}
+    pressure = summary.get(f"{phase}/peak_sys_memory_pressure_percent")
+    if pressure is not None:
+        found["memory_pressure_percent"] = pressure
+    return found
+
+
+def _problems(phase: str, found: Mapping[str, float], cores: int,
+              limits: ValidityThresholds) -> list[str]:
+    problems = []
+    if found["other_processes_cpu_cores"] > limits.validity_max_other_cores:
+        problems.append(f"other processes used {found['other_processes_cpu_cores']:.2f} of "
+                        f"{cores} cores during {phase} (limit "
+                        f"{limits.validity_max_other_cores:g})")
+    if found["cpu_steal_fraction"] > limits.validity_max_steal_fraction:
+        problems.append(f"the hypervisor stole {100 * found['cpu_steal_fraction']:.1f} % of "
+                        f"the CPU during {phase}")
+    pressure = found.get("memory_pressure_percent", 0.0)
+    if pressure > limits.validity_max_memory_pressure_percent:
+        problems.append(f"memory pressure reached {pressure:.1f} % during {phase}")
+    return problems

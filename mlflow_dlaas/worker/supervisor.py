@@ -1,0 +1,242 @@
+"""The entry side: start the measured worker, monitor it from outside, log what it reports.
+
+The worker's phases, metrics, params, tags and files arrive over a pipe; a reader thread
+only marks phase edges on the monitor (so boundaries are placed within a sample's time),
+while this thread does the MLflow calls. A worker that crashes, is killed or stops
+reporting ends the run FAILED with its reason and output tail; the samples up to then are
+logged in every case.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import mlflow
+
+from mlflow_dlaas.errors import ConfigError, WorkloadError
+from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
+from mlflow_dlaas.parallelism import available_cores
+from mlflow_dlaas.run_lifecycle import log_new_params
+from mlflow_dlaas.validity import ValidityThresholds, Verdict, judge
+from mlflow_dlaas.worker.channel import DIR_ENV, FD_ENV, Message, decode
+from mlflow_dlaas.worker.lifeline import die_with_parent
+
+TAIL_LINES = 40
+STOP_GRACE_S = 5.0
+OUTPUT_ARTIFACT = "worker/output_tail.txt"
+
+
+class WorkerFailed(WorkloadError):
+    """The measured worker crashed, was killed or stopped reporting."""
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """How to start one measured worker and what to judge of it.
+
+    ``environment``: variables added to ours (threads, library settings) before it starts;
+    ``measured_phases``: judged for validity; ``memory_phases``: their peak RSS is the run's
+    ``measured_peak_rss_bytes``; ``stall_timeout_s``: longest silence before it is stopped.
+    """
+
+    module: str
+    argv: tuple[str, ...]
+    environment: dict[str, str]
+    cpu_affinity: tuple[int, ...] | None
+    measured_phases: tuple[str, ...]
+    memory_phases: tuple[str, ...]
+    monitor_interval_s: float
+    stall_timeout_s: float
+    thresholds: ValidityThresholds = field(default_factory=ValidityThresholds)
+
+
+@dataclass(frozen=True)
+class WorkerOutcome:
+    """What the worker returned, what the monitor saw, and the run's verdict."""
+
+    result: dict[str, Any]
+    monitor: MonitorResult
+    verdict: Verdict
+
+
+def run_worker(launch: WorkerLaunch, run_id: str) -> WorkerOutcome:
+    """Run ``launch`` to its end inside MLflow run ``run_id`` (the active run)."""
+    with tempfile.TemporaryDirectory(prefix="dlaas-run-") as workdir:
+        return _Supervision(launch, run_id, Path(workdir)).run()
+
+
+class _Supervision:
+    def __init__(self, launch: WorkerLaunch, run_id: str, workdir: Path) -> None:
+        self.launch, self.run_id, self.workdir = launch, run_id, workdir
+        self.inbox: queue.Queue[Message | None] = queue.Queue()
+        self.output: collections.deque[str] = collections.deque(maxlen=TAIL_LINES * 5)
+        self.result: dict[str, Any] = {}
+        self.error: Message | None = None
+
+    def run(self) -> WorkerOutcome:
+        read_fd, write_fd = os.pipe()
+        proc = self._start(write_fd)
+        os.close(write_fd)
+        monitor = ResourceMonitor(run_id=self.run_id, interval_s=self.launch.monitor_interval_s,
+                                  pid=proc.pid)
+        usage = None
+        try:
+            monitor.start()
+            threading.Thread(target=self._tee, args=(proc.stdout,), daemon=True).start()
+            threading.Thread(target=self._read, args=(read_fd, monitor), daemon=True).start()
+            self._dispatch_until_closed(proc)
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+            result = monitor.stop()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        except BaseException:
+            _stop_tree(proc)
+            monitor.stop()
+            raise
+        finally:
+            self._log_output()
+        self._log_kernel_accounting(usage)
+        self._raise_if_failed(proc.returncode)
+        return WorkerOutcome(self.result, result, self._judge(result))
+
+    def _start(self, write_fd: int) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **self.launch.environment, FD_ENV: str(write_fd),
+               DIR_ENV: str(self.workdir), "PYTHONUNBUFFERED": "1"}
+        parent, cores = os.getpid(), self.launch.cpu_affinity
+
+        def before_exec() -> None:  # in the child: pinned and tied to us before any import
+            die_with_parent(parent)
+            if cores is not None:
+                os.sched_setaffinity(0, cores)
+
+        return subprocess.Popen([sys.executable, "-m", self.launch.module, *self.launch.argv],
+                                env=env, pass_fds=(write_fd,), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, preexec_fn=before_exec)
+
+    def _tee(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace")
+            self.output.append(line)
+            sys.stderr.write(line)
+        sys.stderr.flush()
+
+    def _read(self, fd: int, monitor: ResourceMonitor) -> None:
+        with os.fdopen(fd) as lines:
+            for line in lines:
+                try:
+                    message = decode(line)
+                except ValueError:
+                    continue  # a torn line from a killed worker
+                if message.kind == "phase":
+                    edge = monitor.begin_phase if message.body["edge"] == "start" else \
+                        monitor.end_phase
+                    edge(message.body["name"])
+                else:
+                    self.inbox.put(message)
+        self.inbox.put(None)
+
+    def _dispatch_until_closed(self, proc: subprocess.Popen[bytes]) -> None:
+        last = time.monotonic()
+        while True:
+            try:
+                message = self.inbox.get(timeout=1.0)
+            except queue.Empty:
+                silent = time.monotonic() - last
+                if silent > self.launch.stall_timeout_s and proc.poll() is None:
+                    _stop_tree(proc)
+                    raise WorkerFailed(
+                        f"the measured worker reported nothing for {silent:.0f} s (limit "
+                        f"stall_timeout_s={self.launch.stall_timeout_s:g}) and was stopped; "
+                        f"its last output:\n{self._tail()}") from None
+                continue
+            if message is None:
+                return
+            last = time.monotonic()
+            self._log(message)
+
+    def _log(self, message: Message) -> None:
+        body = message.body
+        if message.kind == "metrics":
+            mlflow.log_metrics(body["values"], step=body.get("step"))
+        elif message.kind == "params":
+            log_new_params(self.run_id, body["values"])
+        elif message.kind == "tags":
+            mlflow.set_tags(body["values"])
+        elif message.kind == "artifacts":
+            local = Path(body["path"]).resolve()
+            if self.workdir.resolve() in local.parents:  # only files of this run's folder
+                mlflow.log_artifacts(str(local), body["artifact_path"])
+        elif message.kind == "result":
+            self.result.update(body)
+        elif message.kind == "error":
+            self.error = message
+
+    def _raise_if_failed(self, returncode: int) -> None:
+        if self.error is not None:
+            kind = ConfigError if self.error.body["type"] == "ConfigError" else WorkloadError
+            raise kind(self.error.body["message"])
+        if returncode != 0:
+            how = (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
+                   else f"exited with code {returncode}")
+            hint = " (out of memory?)" if returncode == -signal.SIGKILL else ""
+            raise WorkerFailed(f"the measured worker {how}{hint}; its last output:\n"
+                               f"{self._tail()}")
+
+    def _judge(self, result: MonitorResult) -> Verdict:
+        cores = len(self.launch.cpu_affinity or ()) or available_cores()
+        verdict = judge(result.summary, self.launch.measured_phases, cores,
+                        self.launch.thresholds)
+        mlflow.set_tags(verdict.tags())
+        peaks = [result.summary[f"{p}/peak_proc_rss_bytes"] for p in self.launch.memory_phases
+                 if f"{p}/peak_proc_rss_bytes" in result.summary]
+        metrics = {f"validity/{k}": v for k, v in verdict.figures.items()}
+        if peaks:
+            metrics["measured_peak_rss_bytes"] = max(peaks)
+        mlflow.log_metrics(metrics)
+        return verdict
+
+    def _log_kernel_accounting(self, usage: Any) -> None:
+        """The kernel's own figures for the worker's whole life (saving included)."""
+        if usage is not None:
+            mlflow.log_metrics({"worker/kernel_max_rss_bytes": usage.ru_maxrss * 1024.0,
+                                "worker/kernel_cpu_seconds": usage.ru_utime + usage.ru_stime})
+
+    def _tail(self) -> str:
+        return "".join(list(self.output)[-TAIL_LINES:]).rstrip() or "(no output)"
+
+    def _log_output(self) -> None:
+        if self.output:
+            try:
+                mlflow.log_text("".join(self.output), OUTPUT_ARTIFACT)
+            except Exception as e:  # the run's outcome matters more than its log
+                print(f"mlflow-dlaas: could not log the worker's output: {e}", file=sys.stderr)
+
+
+def _stop_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the worker and its children, SIGKILL what is left after a grace period."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=STOP_GRACE_S)

@@ -1,0 +1,282 @@
+"""The measured inference worker: load, check, then every scenario over a batch-size sweep.
+
+Started by :mod:`mlflow_dlaas.workloads.infer` (the entry point, which owns the MLflow run)
+as ``python -m mlflow_dlaas.workloads.infer_worker --runtime onnxruntime --batch_sizes 1,8``
+with the parallel settings already in its environment and affinity; imports no MLflow.
+Metrics carry the same keys for every runtime; per batch size they are reported with
+step = batch size and under ``{scenario}/batch_{size}/...``. Each scenario's latency CDF is
+the artifact ``latency/cdf.csv``; tag ``dlaas.scenario_rules`` says whether every scenario
+met its own rules (queries, duration, enough queries for its p99).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas.config import parse_cli_params
+from mlflow_dlaas.environment import as_tags, fingerprint
+from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.inference import equivalence, scenarios
+from mlflow_dlaas.inference.config import InferConfig
+from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
+from mlflow_dlaas.inference.runtimes import InferenceOptions, InferenceRuntime, get_runtime
+from mlflow_dlaas.inference.source import (
+    SOURCE_ENV,
+    ModelSource,
+    fresh_inputs,
+    fresh_native_source,
+    fresh_torch_source,
+    parse_shape,
+    run_source,
+    workdir,
+)
+from mlflow_dlaas.parallelism import process_settings_in_force
+from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
+from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
+
+log = logging.getLogger(__name__)
+OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
+CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
+#: what a scenario runner measured: (scenario, batch size, result) per measurement
+Measured = list[tuple[str, int, LatencyResult]]
+
+
+def resolve_source(config: InferConfig, runtime: InferenceRuntime, directory: Path
+                   ) -> ModelSource:
+    """The model to serve: a training run's (fetched by the entry), or fresh from a spec."""
+    if config.model_uri:
+        return run_source(Path(os.environ[SOURCE_ENV]))
+    shape = parse_shape(config.input_shape) if config.input_shape else None
+    if runtime.consumes in ("onnx", "pytorch"):
+        return fresh_torch_source(config.model, shape, config.seed, directory)
+    return fresh_native_source(config.model, shape, config.seed, runtime.name)
+
+
+def options_of(config: InferConfig) -> InferenceOptions:
+    return InferenceOptions(config.precision, config.device, config.graph_optimization_level,
+                            config.execution_mode, config.torch_compile, config.jit_compile,
+                            config.parallelism)
+
+
+def infer(config: InferConfig, channel: WorkerChannel) -> None:
+    """Load and check the model, then run every scenario, each in its own phase."""
+    runtime = get_runtime(config.runtime)
+    rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
+                                  config.warmup_queries)
+    with channel.phase("load"):
+        t0 = time.perf_counter()
+        runtime.load()
+        source = resolve_source(config, runtime, workdir())
+        predict = runtime.prepare(source, options_of(config))
+        load_s = time.perf_counter() - t0
+    _describe(channel, runtime, source, load_s)
+    with channel.phase("check"):
+        _check(channel, predict, runtime, source, config)
+    data = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1,
+                                       max(config.batch_sizes) * OFFLINE_POOL))
+    measured: Measured = []
+    for scenario in config.scenarios:
+        with channel.phase(scenario):
+            measured += SCENARIO_RUNNERS[scenario](channel, predict, data, config, rule)
+    _report_totals_and_cdf(channel, measured)
+    shortfalls = [s for name, batch, result in measured
+                  for s in scenarios.rule_shortfalls(f"{name} batch {batch}", result, rule)]
+    channel.tags({"dlaas.scenario_rules": "not met: " + "; ".join(shortfalls)
+                  if shortfalls else "met"})
+
+
+def _report_batch(channel: WorkerChannel, scenario: str, batch: int,
+                  result: LatencyResult) -> None:
+    """One batch size's figures: as history (step = batch size) and under flat keys."""
+    channel.metrics(result.metrics(scenario), step=batch)
+    channel.metrics(result.metrics(f"{scenario}/batch_{batch}"))
+
+
+def _report_totals_and_cdf(channel: WorkerChannel, measured: Measured) -> None:
+    """``{scenario}/samples_total`` (for energy per prediction) and the latency CDFs."""
+    totals: dict[str, float] = defaultdict(float)
+    for scenario, _, result in measured:  # ensemble members count towards "ensemble"
+        totals[f"{scenario.split('/')[0]}/samples_total"] += result.samples
+    if totals:
+        channel.metrics(dict(totals))
+    out = worker_dir()
+    with (out / CDF_FILE).open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["scenario", "batch_size", "percentile", "latency_ms"])
+        for scenario, batch, result in measured:
+            writer.writerows([scenario, batch, int(q), round(v, 6)]
+                             for q, v in zip(CDF_POINTS, result.cdf_ms, strict=True))
+    channel.artifacts(out, CDF_ARTIFACT_DIR)
+
+
+def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSource,
+              load_s: float) -> None:
+    in_force = {**runtime.threads_in_force(), **process_settings_in_force()}
+    channel.params({**{f"in_force_{k}": v for k, v in in_force.items()},
+                    "input_shape": "x".join(map(str, source.input_shape)),
+                    "reference_framework": source.reference_framework})
+    channel.tags({"dlaas.runtime_version": runtime.version(), **as_tags(fingerprint())})
+    channel.metrics({"load_time_seconds": load_s})
+
+
+def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: InferenceRuntime,
+           source: ModelSource, config: InferConfig) -> None:
+    reference = source.reference_outputs if source.reference_outputs.size else runtime.reference()
+    outputs = predict(runtime.layout(source.reference_inputs))
+    result = equivalence.compare(outputs, reference, precision=config.precision,
+                                 rtol=config.rtol, atol=config.atol)
+    channel.metrics(result.metrics())
+    channel.tags({"dlaas.equivalence_rule": result.rule})
+    equivalence.require(result, runtime.name, source.reference_framework)
+
+
+def _single_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+                   config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
+    measured: Measured = []
+    for batch in config.batch_sizes:
+        result = scenarios.single_stream(predict, data[:batch], rule)
+        _report_batch(channel, "single_stream", batch, result)
+        measured.append(("single_stream", batch, result))
+    return measured
+
+
+def _offline(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+             config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
+    measured: Measured = []
+    for batch in config.batch_sizes:
+        result = scenarios.offline(predict, data, batch, rule)
+        _report_batch(channel, "offline", batch, result)
+        measured.append(("offline", batch, result))
+    return measured
+
+
+def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+            config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
+    """Batch-1 queries; the rate defaults to half of what single-stream sustains."""
+    x = data[:1]
+    target = config.server_target_qps
+    if target <= 0:
+        probe = scenarios.single_stream(predict, x, scenarios.StoppingRule(20, 0.2, 2))
+        target = 0.5 * 1000.0 / probe.mean_ms
+    result = scenarios.server(predict, x, target, rule, seed=config.seed)
+    channel.metrics({**result.latency.metrics("server"), "server/target_qps": target,
+                     "server/achieved_qps": result.achieved_qps})
+    if config.server_p99_bound_ms > 0:
+        best, tried = scenarios.max_rate_within_bound(predict, x, config.server_p99_bound_ms,
+                                                      target, rule)
+        channel.metrics({"server/max_qps_within_p99_bound": best,
+                         "server/rate_search_probes": float(len(tried))})
+    return [("server", 1, result.latency)]
+
+
+def _ensemble(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+              config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
+    """K copies served at once, as threads of this process or as K processes.
+
+    Every copy is loaded first; then all start together, each in single-stream, so the
+    measured windows overlap. Aggregate throughput = all samples / the longest window.
+    """
+    x = data[:1]
+    k = config.ensemble_size
+    if config.ensemble_mode == "threads":
+        results = _serve_threads(predict, config, x, rule)
+    else:
+        results = _serve_processes(config, k)
+    window = max(r.duration_s for r in results)
+    metrics = {"ensemble/size": float(k),
+               "ensemble/throughput_samples_per_second":
+                   sum(r.count * r.samples_per_query for r in results) / window}
+    for i, r in enumerate(results):
+        metrics[f"ensemble/model{i}_latency_p99_ms"] = r.p99_ms
+        metrics[f"ensemble/model{i}_latency_p50_ms"] = r.p50_ms
+    channel.metrics(metrics)
+    return [(f"ensemble/model{i}", 1, r) for i, r in enumerate(results)]
+
+
+def _serve_threads(predict: scenarios.Predictor, config: InferConfig, x: np.ndarray,
+                   rule: scenarios.StoppingRule) -> list[LatencyResult]:
+    runtime = get_runtime(config.runtime)
+    runtime.load()
+    source = resolve_source(config, runtime, workdir())
+    members = [predict] + [runtime.prepare(source, options_of(config))
+                           for _ in range(config.ensemble_size - 1)]
+    results: list[LatencyResult] = []
+    lock = threading.Lock()
+
+    def serve(member: scenarios.Predictor) -> None:
+        result = scenarios.single_stream(member, x, rule)
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=serve, args=(m,)) for m in members]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def _serve_processes(config: InferConfig, k: int) -> list[LatencyResult]:
+    """K member processes, tied to this one: they die with it, even on SIGKILL."""
+    context = multiprocessing.get_context("spawn")
+    queue, go = context.Queue(), context.Event()
+    procs = [context.Process(target=_ensemble_member, args=(config, os.getpid(), queue, go),
+                             daemon=True) for _ in range(k)]
+    for p in procs:
+        p.start()
+    for _ in procs:  # every member has loaded its copy
+        queue.get(timeout=600)
+    go.set()
+    results = [queue.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    return results
+
+
+def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> None:
+    """One member process: load its own copy, say so, wait for the start, serve, report."""
+    die_with_parent(parent)
+    runtime = get_runtime(config.runtime)
+    runtime.load()
+    source = resolve_source(config, runtime, workdir())
+    predict = runtime.prepare(source, options_of(config))
+    x = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1, 1))
+    rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
+                                  config.warmup_queries)
+    queue.put("loaded")
+    go.wait()
+    queue.put(scenarios.single_stream(predict, x, rule))
+
+
+SCENARIO_RUNNERS = {"single_stream": _single_stream, "offline": _offline, "server": _server,
+                    "ensemble": _ensemble}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Benchmark per the ``--name value`` params; report figures, or the error, to the entry."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    channel = WorkerChannel()
+    try:
+        infer(InferConfig.from_params(parse_cli_params(sys.argv[1:] if argv is None
+                                                       else argv)), channel)
+    except DlaasError as e:
+        channel.error(e)
+        print(f"mlflow-dlaas infer worker: error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    exit_without_teardown(main())

@@ -1,0 +1,199 @@
+"""The measured training worker: data, build, warm-up, training, evaluation, saving.
+
+Started by :mod:`mlflow_dlaas.workloads.train` (the entry point, which owns the MLflow run)
+as ``python -m mlflow_dlaas.workloads.train_worker --framework pytorch --batch_size 32 ...``
+with the parallel settings already in its environment and affinity. It imports numpy, the
+framework and light parts of mlflow_dlaas; MLflow only in the save phase, after everything
+measured. It reports over :class:`~mlflow_dlaas.worker.channel.WorkerChannel`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas.config import TrainConfig, parse_cli_params
+from mlflow_dlaas.data import Dataset, load_dataset
+from mlflow_dlaas.environment import as_tags, fingerprint
+from mlflow_dlaas.errors import ConfigError, DlaasError, WorkloadError
+from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
+from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
+from mlflow_dlaas.models import get_model
+from mlflow_dlaas.parallelism import process_settings_in_force
+from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
+from mlflow_dlaas.worker.lifeline import exit_without_teardown
+
+log = logging.getLogger(__name__)
+EVAL_BATCH = 500
+
+
+@dataclass(frozen=True)
+class TrainingFigures:
+    """The paper's columns for one run."""
+
+    final_test_accuracy: float
+    train_time_s: float
+    test_time_s: float
+    time_to_accuracy_s: float | None
+    epochs: int
+    steps: int
+
+
+def train(config: TrainConfig, channel: WorkerChannel) -> TrainingFigures:
+    """Everything measured, in phases: load, warmup, train / eval per epoch, test; then save."""
+    adapter = get_framework(config.framework)
+    spec = get_model(config.model)
+    with channel.phase("load"):
+        dataset = load_dataset(config.dataset, data_dir=config.data_dir or None, seed=config.seed)
+        spec.shapes(dataset.input_shape, dataset.num_classes)  # fails early if too small
+        trainer = _prepare(adapter, config, spec, dataset)
+    _describe(channel, adapter, config, dataset, trainer)
+    figures = _train_and_evaluate(channel, trainer, config, dataset)
+    with channel.phase("save"):
+        _save(channel, trainer, config, dataset)
+    return figures
+
+
+def _prepare(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
+             dataset: Dataset) -> Trainer:
+    adapter.load()
+    if not adapter.device_available(config.device):
+        raise ConfigError(f"device {config.device!r} is not available to {adapter.name} here; "
+                          "use -P device=cpu")
+    adapter.configure_threads(config.parallelism)
+    options = BuildOptions(config.optimizer, config.learning_rate, config.momentum,
+                           config.weight_decay, config.seed, config.device, config.jit_compile,
+                           config.channels_last, config.hybridize)
+    return adapter.build(spec, dataset.input_shape, dataset.num_classes, options)
+
+
+def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainConfig,
+              dataset: Dataset, trainer: Trainer) -> None:
+    """Dataset, settings in force (read back here, in the measured process) and fingerprint."""
+    in_force = {**adapter.threads_in_force(), **process_settings_in_force()}
+    channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
+    channel.tags({"dlaas.framework_version": adapter.version(), **as_tags(fingerprint())})
+    channel.metrics({"parameter_count": trainer.parameter_count()})
+
+
+def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
+                        dataset: Dataset) -> TrainingFigures:
+    rng = np.random.default_rng(config.seed)
+    warmup_s = 0.0
+    if config.warmup_steps:
+        with channel.phase("warmup"):
+            t0 = time.perf_counter()
+            idx = rng.permutation(len(dataset.x_train))[: config.warmup_steps * config.batch_size]
+            trainer.train_steps(dataset.x_train[idx], dataset.y_train[idx], config.batch_size)
+            warmup_s = time.perf_counter() - t0
+    train_s = 0.0
+    steps = epoch = 0
+    time_to_accuracy: float | None = None
+    test_accuracy = 0.0
+    while (config.epochs == 0 or epoch < config.epochs) and (
+        config.max_steps == 0 or steps < config.max_steps
+    ):
+        epoch += 1
+        perm = rng.permutation(len(dataset.x_train))
+        x, y = dataset.x_train[perm], dataset.y_train[perm]
+        remaining = config.max_steps - steps if config.max_steps else None
+        with channel.phase("train"):
+            t0 = time.perf_counter()
+            stats = trainer.train_steps(x, y, config.batch_size, remaining)
+            epoch_s = time.perf_counter() - t0
+        train_s += epoch_s
+        steps += stats.steps
+        if not math.isfinite(stats.mean_loss):
+            raise WorkloadError(
+                f"training diverged: loss is {stats.mean_loss} in epoch {epoch} "
+                f"(learning_rate={config.learning_rate}); lower the learning rate"
+            )
+        with channel.phase("eval"):
+            test_accuracy = _accuracy(trainer, dataset)
+        if time_to_accuracy is None and test_accuracy >= config.target_accuracy:
+            time_to_accuracy = train_s
+        channel.metrics({
+            "train_loss": stats.mean_loss,
+            "train_accuracy": stats.accuracy,
+            "test_accuracy": test_accuracy,
+            "epoch_time_seconds": epoch_s,
+            "train_samples_per_second": stats.samples / epoch_s if epoch_s else 0.0,
+            "cumulative_train_time_seconds": train_s,
+        }, step=epoch)
+        log.info("epoch %d: loss %.4f test accuracy %.4f (%.2f s)", epoch, stats.mean_loss,
+                 test_accuracy, epoch_s)
+    with channel.phase("test"):
+        t0 = time.perf_counter()
+        test_accuracy = _accuracy(trainer, dataset)
+        test_s = time.perf_counter() - t0
+    final = {
+        "final_test_accuracy": test_accuracy,
+        "train_time_seconds": train_s,
+        "total_train_time_seconds": train_s + warmup_s,
+        "warmup_time_seconds": warmup_s,
+        "test_time_seconds": test_s,
+        "test_samples_per_second": len(dataset.x_test) / test_s if test_s else 0.0,
+        "train_samples_per_second_overall": steps * config.batch_size / train_s if train_s else 0,
+        "epochs_completed": float(epoch),
+        "steps_completed": float(steps),
+        "target_reached": float(time_to_accuracy is not None),
+    }
+    if time_to_accuracy is not None:
+        final["time_to_accuracy_seconds"] = time_to_accuracy
+    channel.metrics(final)
+    return TrainingFigures(test_accuracy, train_s, test_s, time_to_accuracy, epoch, steps)
+
+
+def _accuracy(trainer: Trainer, dataset: Dataset) -> float:
+    logits = trainer.predict(dataset.x_test, EVAL_BATCH)
+    return float((logits.argmax(1) == dataset.y_test).mean())
+
+
+def _save(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
+          dataset: Dataset) -> None:
+    """The model, its ONNX export where the framework can, and reference outputs.
+
+    The reference (inputs and this framework's outputs on them) lets any inference runtime
+    check itself against the source framework later.
+    """
+    example = dataset.x_test[:8]
+    tags = {}
+    if config.log_model:
+        model_dir = worker_dir() / "model"
+        tags["dlaas.model_flavor"] = trainer.save_model(model_dir, example)
+        channel.artifacts(model_dir, "model")
+    out = worker_dir()
+    log_reference(out, example, trainer.predict(example, len(example)))
+    try:
+        trainer.export_onnx(out / "model.onnx", example)
+        tags["dlaas.onnx"] = f"{ONNX_DIR}/model.onnx"
+    except NotImplementedError as e:
+        tags["dlaas.onnx"] = f"not exported: {e}"[:500]
+    channel.artifacts(out, ONNX_DIR)
+    channel.tags(tags)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train per the ``--name value`` params; report figures, or the error, to the entry."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    channel = WorkerChannel()
+    try:
+        config = TrainConfig.from_params(parse_cli_params(sys.argv[1:] if argv is None
+                                                          else argv))
+        channel.result(**asdict(train(config, channel)))
+    except DlaasError as e:
+        channel.error(e)
+        print(f"mlflow-dlaas train worker: error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    exit_without_teardown(main())

@@ -1,0 +1,140 @@
+"""`compare` and `recommend` on runs that carry validity verdicts, host hashes and both peak
+memory figures: logged through MlflowClient into the test store, the commands run in-process."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+from click.testing import CliRunner, Result
+from mlflow.entities import Metric, Param, RunTag
+
+from mlflow_dlaas.cli import cli
+
+HOST_A, HOST_B = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+MIB = 2**20
+BUSY = "other processes used {:.2f} of 2 cores during train (limit 0.25)"
+
+
+def _log(experiment: str, system: str, times: list[float], *, host: str = HOST_A,
+         validity: list[str | None] | None = None, measured_mib: float | None = None,
+         tree_mib: float = 400.0) -> list[str]:
+    """One finished training run per value of ``times`` (seeds 0, 1, ...)."""
+    client = mlflow.MlflowClient()
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    now = int(time.time() * 1000)
+    ids = []
+    for seed, value in enumerate(times):
+        verdict = (validity or ["valid"] * len(times))[seed]
+        tags = {"dlaas.entry": "train", "dlaas.framework": system, "dlaas.host": host,
+                "dlaas.env.cpu_model": f"CPU {host[0].upper()}"}
+        if verdict:
+            tags["dlaas.validity"] = verdict
+            tags["dlaas.validity_reason"] = BUSY.format(0.5 + seed) if verdict == "disturbed" \
+                else "quiet"
+        metrics = {"train_time_seconds": value, "run/peak_proc_rss_bytes": tree_mib * MIB}
+        if measured_mib is not None:
+            metrics["measured_peak_rss_bytes"] = measured_mib * MIB
+        run = client.create_run(experiment_id, run_name=f"{system}-{seed}", tags=tags)
+        client.log_batch(run.info.run_id,
+                         metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                         params=[Param("seed", str(seed)), Param("batch_size", "32")],
+                         tags=[RunTag(k, v) for k, v in tags.items()])
+        client.set_terminated(run.info.run_id, "FINISHED")
+        ids.append(run.info.run_id)
+    return ids
+
+
+def _invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def _recommend(experiment: str, *args: str) -> dict:
+    done = _invoke("recommend", "--experiment", experiment, "--objective", "train_time",
+                   "--json", *args)
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+def _compare(experiment: str, out: Path, *args: str) -> str:
+    done = _invoke("compare", "--experiment", experiment, "--output", str(out), "--no-run",
+                   "--objective", "train_time", *args)
+    assert done.exit_code == 0, done.output
+    return (out / "report.md").read_text()
+
+
+def test_disturbed_runs_decide_no_winner_unless_included(tracking: str, tmp_path: Path) -> None:
+    fast = _log(tracking, "pytorch", [1.0, 1.1, 1.2, 1.3],
+                validity=["disturbed", "disturbed", "valid", "valid"])
+    _log(tracking, "tensorflow", [2.0, 2.1, 2.2, 2.3])
+
+    answer = _recommend(tracking)
+    assert answer["best"]["system"] == "pytorch" and not answer["separation"]["separated"]
+    assert "fewer than 3 valid runs each (2 and 4)" in answer["answer"]
+    assert {e["run_id"] for e in answer["evidence"]} == set(fast[2:])
+    assert answer["notes"] == ["Left out: 2 disturbed runs (other processes used … of … cores "
+                               "during train (limit …): 2). Add --include-disturbed to keep "
+                               "them."]
+    report = _compare(tracking, tmp_path / "default")
+    assert "| pytorch | 2 |" in report and "Left out: 2 disturbed runs" in report
+    assert "Left out: 2 disturbed runs" in (tmp_path / "default" / "report.html").read_text()
+    assert "a clear winner" not in report
+
+    counted = _recommend(tracking, "--include-disturbed")
+    assert counted["separation"]["separated"] and counted["answer"].count("a clear winner") == 1
+    assert {e["run_id"] for e in counted["evidence"]} == set(fast)
+    assert counted["notes"][0].startswith("Kept at your request (--include-disturbed): 2 ")
+    report = _compare(tracking, tmp_path / "included", "--include-disturbed")
+    assert "| pytorch | 4 |" in report and "a clear winner" in report
+
+
+def test_runs_of_two_hosts_are_never_pooled(tracking: str, tmp_path: Path) -> None:
+    a = _log(tracking, "pytorch", [1.0, 1.1, 1.2, 1.3])
+    _log(tracking, "tensorflow", [2.0, 2.1, 2.2, 2.3])
+    # host B: tensorflow is the faster there; its pytorch runs predate validity verdicts
+    _log(tracking, "pytorch", [3.0, 3.1, 3.2, 3.3], host=HOST_B, validity=[None] * 4)
+    b = _log(tracking, "tensorflow", [2.5, 2.6, 2.7, 2.8], host=HOST_B)
+
+    answer = _recommend(tracking)
+    assert answer["host"] == HOST_A and answer["best"]["system"] == "pytorch"
+    assert {e["run_id"] for e in answer["evidence"]} == set(a)  # 4 runs, not host B's too
+    assert answer["separation"]["separated"]
+    assert answer["notes"][0].startswith(f"Judged on host {HOST_A} (CPU A), the host with the "
+                                         f"most valid runs (8)")
+    on_b = _recommend(tracking, "--host", HOST_B)
+    assert on_b["host"] == HOST_B and on_b["best"]["system"] == "tensorflow"
+    assert {e["run_id"] for e in on_b["evidence"]} == set(b)
+    assert "fewer than 3 valid runs each (4 and 0)" in on_b["answer"]  # B's pytorch: unverified
+    missing = _invoke("recommend", "--experiment", tracking, "--objective", "train_time",
+                      "--host", "cccccccccccc")
+    assert missing.exit_code == 2 and "no finished runs on host 'cccccccccccc'" in missing.output
+
+    report = _compare(tracking, tmp_path)
+    sections = report.split(f"## Host {HOST_A} · CPU A")[1].split(f"## Host {HOST_B} · CPU B")
+    assert len(sections) == 2, "one section per host, the one with more valid runs first"
+    for section in sections:
+        assert "### Training" in section and "| pytorch | 4 |" in section
+        assert "| 8 |" not in section
+    assert "-> 1.15 (median of 4 runs" in sections[0] and "tensorflow" in sections[1].split(
+        "### Training")[0]  # each host's recommendation is its own
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("<h2 id='host-") == 2 and html.count("<h3>Training</h3>") == 2
+
+
+@pytest.mark.parametrize("objective", ["peak_memory", "peak_rss"])
+def test_memory_is_the_frameworks_own_peak(tracking: str, tmp_path: Path, objective: str) -> None:
+    _log(tracking, "pytorch", [1.0, 1.1, 1.2, 1.3], measured_mib=100, tree_mib=400)
+    _log(tracking, "tensorflow", [2.0, 2.1, 2.2, 2.3], tree_mib=300)  # an older run: tree only
+    done = _invoke("recommend", "--experiment", tracking, "--objective", objective, "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["best"]["system"] == "pytorch"  # 100 MiB, not its tree's 400
+    report = _compare(tracking, tmp_path)
+    heading = next(line for line in report.splitlines() if line.startswith("| system |"))
+    column = heading.split(" | ").index("peak memory (MiB)")
+    rows = {line.split(" | ")[0]: line.split(" | ")[column] for line in report.splitlines()
+            if line.startswith(("| pytorch |", "| tensorflow |"))}
+    assert rows == {"| pytorch": "100", "| tensorflow": "300"}
+    assert "Peak memory of 4 runs is their whole process tree's" in report
