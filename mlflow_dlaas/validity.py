@@ -1,8 +1,9 @@
 """Whether a run's measured phases were disturbed: other processes, steal, memory pressure.
 
-The monitor's system counters include the measured tree's own CPU time; what is left after
-subtracting it was used by someone else (the harness's own sampler included: it is
-measured, not assumed small). Thresholds are entry-point params, logged with the run.
+The monitor's system counters include the measured tree's own CPU time and the harness's
+(the entry process: sampler and MLflow logging); what is left after subtracting both was
+used by someone else. The harness's share is reported apart (``harness_cpu_cores``).
+Thresholds are entry-point params, logged with the run.
 """
 
 from __future__ import annotations
@@ -86,9 +87,11 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
 
 def _phase_figures(summary: Mapping[str, float], phase: str, cores: int) -> dict[str, float]:
     duration = summary[f"{phase}/duration_seconds"]
+    harness = summary.get(f"{phase}/harness_cpu_seconds", 0.0)
     others = summary.get(f"{phase}/sys_cpu_busy_seconds", 0.0) - summary.get(
-        f"{phase}/proc_cpu_seconds", 0.0)
+        f"{phase}/proc_cpu_seconds", 0.0) - harness
     found = {"other_processes_cpu_cores": max(others, 0.0) / duration,
+             "harness_cpu_cores": harness / duration,
              "cpu_steal_fraction": summary.get(f"{phase}/sys_cpu_steal_seconds", 0.0)
              / (duration * max(cores, 1))}
     pressure = summary.get(f"{phase}/peak_sys_memory_pressure_percent")

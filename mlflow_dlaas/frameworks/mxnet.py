@@ -157,6 +157,7 @@ class MXNetTrainer(Trainer):
     def save_model(self, directory: Path, example: np.ndarray) -> str:
         """MLflow has no MXNet flavor any more: the exported symbol and params."""
         self.predict(example[:1], 1)  # an exported hybrid graph needs one forward pass
+        directory.mkdir(parents=True, exist_ok=True)
         self.net.export(str(directory / "model"))
         return "artifact (mxnet symbol + params)"
 

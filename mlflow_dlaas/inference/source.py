@@ -122,8 +122,8 @@ def fresh_native_source(model: str, shape: tuple[int, int, int] | None, seed: in
 
 
 def run_source(directory: Path) -> ModelSource:
-    """A training run's model from the folder :func:`~mlflow_dlaas.inference.run_artifacts.\
-fetch_run_model` filled: its params, ONNX export, reference outputs and model files."""
+    """A model from a folder filled in another process: a training run's (params, ONNX
+    export, reference outputs, model files) or a fresh export's (``fresh_export``)."""
     about = json.loads((directory / SOURCE_FILE).read_text())
     shape = parse_shape(about["input_shape"])
     onnx_dir, model_dir = directory / ONNX_DIR, directory / MODEL_DIR
@@ -133,8 +133,9 @@ fetch_run_model` filled: its params, ONNX export, reference outputs and model fi
         reference_outputs = np.load(onnx_dir / "reference_outputs.npy")
     except OSError:
         reference_inputs, reference_outputs = fresh_inputs(shape, 0), np.empty((0,))
+    spec = None if about["model"] == "resnet18" else get_model(about["model"])
     return ModelSource(about["model"], shape, int(about["num_classes"]), reference_inputs,
-                       reference_outputs, about["framework"], get_model(about["model"]),
+                       reference_outputs, about["framework"], spec,
                        run_id=about["run_id"], trained_with=about["framework"],
                        onnx_path=onnx_path if onnx_path.is_file() else None,
                        model_dir=model_dir if model_dir.is_dir() else None)

@@ -40,6 +40,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("proc_ctx_switches", "1", C, "voluntary + involuntary context switches"),
     MetricSpec("proc_io_read_bytes", "B", C, "bytes read by the tree (all I/O, not only disk)"),
     MetricSpec("proc_io_write_bytes", "B", C, "bytes written by the tree"),
+    MetricSpec("harness_cpu_seconds", "s", C,
+               "CPU time of the monitoring process itself (when it watches another tree)"),
     MetricSpec("sys_cpu_percent", "%", G, "whole-machine CPU use, mean over cores"),
     MetricSpec("sys_cpu{i}_percent", "%", G, "CPU use of logical core i"),
     MetricSpec("sys_cpu_busy_seconds", "s", C, "CPU time used by every process on the machine"),

@@ -12,6 +12,7 @@ from types import TracebackType
 
 from mlflow_dlaas.errors import ConfigError, SourceUnavailable
 from mlflow_dlaas.monitor.base import Sampler
+from mlflow_dlaas.monitor.harness import HarnessSampler
 from mlflow_dlaas.monitor.nvml import NvmlSampler
 from mlflow_dlaas.monitor.process import ProcessTreeSampler
 from mlflow_dlaas.monitor.rapl import RaplSampler
@@ -40,9 +41,11 @@ def validate_interval(interval_s: float) -> float:
 
 
 def default_samplers(pid: int) -> list[Sampler]:
-    """Process tree of ``pid``, the system, NVIDIA GPUs and RAPL."""
+    """Process tree of ``pid``, the system, NVIDIA GPUs and RAPL; this process's own CPU
+    when ``pid`` is another process's."""
     tree = ProcessTreeSampler(pid)
-    return [tree, SystemSampler(), NvmlSampler(tree.pids), RaplSampler()]
+    own = [HarnessSampler()] if pid != os.getpid() else []
+    return [tree, SystemSampler(), NvmlSampler(tree.pids), RaplSampler(), *own]
 
 
 class ResourceMonitor:

@@ -36,7 +36,7 @@ def counts_toward_winner(runs: pd.DataFrame, *, include_disturbed: bool) -> pd.S
 
 def counted_runs_label(*, include_disturbed: bool) -> str:
     """How the runs that decide a winner are called in a verdict."""
-    return "runs (disturbed and unverified ones counted)" if include_disturbed else "valid runs"
+    return "runs of any validity" if include_disturbed else "valid runs"
 
 
 def brief_reason(reason: str) -> str:
@@ -51,31 +51,32 @@ class Screened:
     """The runs a comparison keeps, and what it left out or kept unverified, and why."""
 
     kept: pd.DataFrame
-    disturbed: int
+    disturbed: int  # runs tagged disturbed: left out, or kept with include_disturbed
     include_disturbed: bool
     unverified: int
     reasons: dict[str, int] = field(default_factory=dict)  # brief reason -> disturbed runs
-
-    @property
-    def left_out(self) -> int:
-        return 0 if self.include_disturbed else self.disturbed
 
     def notes(self) -> list[str]:
         """Sentences for the report and ``recommend``'s output."""
         notes = []
         why = "; ".join(f"{reason}: {n}" for reason, n in self.reasons.items())
         if self.disturbed and not self.include_disturbed:
-            notes.append(f"Left out: {self.disturbed} disturbed runs ({why}). Add "
+            notes.append(f"Left out: {_runs(self.disturbed, 'disturbed')} ({why}). Add "
                          f"{INCLUDE_FLAG} to keep them.")
         elif self.disturbed:
-            notes.append(f"Kept at your request ({INCLUDE_FLAG}): {self.disturbed} disturbed "
-                         f"runs ({why}); they count toward a winner.")
+            notes.append(f"Kept at your request ({INCLUDE_FLAG}): "
+                         f"{_runs(self.disturbed, 'disturbed')} ({why}); they count toward a "
+                         "winner.")
         if self.unverified:
             counted = ("they count toward a winner with " + INCLUDE_FLAG
                        if self.include_disturbed else "they do not count toward a winner")
-            notes.append(f"{self.unverified} runs carry no validity verdict (logged before "
+            notes.append(f"No validity verdict on {_runs(self.unverified)} (logged before "
                          f"mlflow-dlaas checked for other load): kept in the tables; {counted}.")
         return notes
+
+
+def _runs(n: int, kind: str = "") -> str:
+    return f"{n} {kind + ' ' if kind else ''}run{'' if n == 1 else 's'}"
 
 
 def screen(runs: pd.DataFrame, *, include_disturbed: bool) -> Screened:

@@ -43,8 +43,9 @@ def separate(best: Sequence[float], next_best: Sequence[float] | None,
         return Separation(False, "the only qualifying configuration: nothing to compare it with")
     n, m = len(best), len(next_best)
     if min(n, m) < MIN_REPLICATES:
-        return Separation(False, f"not separable from the next best: fewer than "
-                          f"{MIN_REPLICATES} {runs_label} each ({n} and {m}); repeat the runs")
+        return Separation(False, f"not separable from the next best: it has {n} {runs_label}, "
+                          f"the next best {m}; a winner needs at least {MIN_REPLICATES} of "
+                          "each, so repeat the runs")
     p = float(mannwhitneyu(best, next_best, alternative="two-sided").pvalue)
     if p < ALPHA:
         return Separation(True, f"a clear winner: better than the next best beyond the noise "

@@ -31,7 +31,7 @@ METRIC_ALIASES = {
     "train_time": "train_time_seconds",
     "test_time": "test_time_seconds",
     "time_to_accuracy": "time_to_accuracy_seconds",
-    "peak_rss": "run/peak_proc_rss_bytes",
+    "peak_rss": "measured_peak_rss_bytes",
     "cpu_seconds": "run/proc_cpu_seconds",
     "energy": "run/gpu0_energy_joules",
     "throughput": "train_samples_per_second_overall",

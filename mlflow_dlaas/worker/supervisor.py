@@ -92,9 +92,10 @@ class _Supervision:
         monitor = ResourceMonitor(run_id=self.run_id, interval_s=self.launch.monitor_interval_s,
                                   pid=proc.pid)
         usage = None
+        tee = threading.Thread(target=self._tee, args=(proc.stdout,), daemon=True)
         try:
             monitor.start()
-            threading.Thread(target=self._tee, args=(proc.stdout,), daemon=True).start()
+            tee.start()
             threading.Thread(target=self._read, args=(read_fd, monitor), daemon=True).start()
             self._dispatch_until_closed(proc)
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
@@ -106,6 +107,8 @@ class _Supervision:
             monitor.stop()
             raise
         finally:
+            if tee.is_alive():  # the output tail is complete once the pipe closes
+                tee.join(timeout=STOP_GRACE_S)
             self._log_output()
         self._log_kernel_accounting(usage)
         self._raise_if_failed(proc.returncode)
@@ -217,11 +220,10 @@ class _Supervision:
         return "".join(list(self.output)[-TAIL_LINES:]).rstrip() or "(no output)"
 
     def _log_output(self) -> None:
-        if self.output:
-            try:
-                mlflow.log_text("".join(self.output), OUTPUT_ARTIFACT)
-            except Exception as e:  # the run's outcome matters more than its log
-                print(f"mlflow-dlaas: could not log the worker's output: {e}", file=sys.stderr)
+        try:
+            mlflow.log_text("".join(self.output) or "(no output)\n", OUTPUT_ARTIFACT)
+        except Exception as e:  # the run's outcome matters more than its log
+            print(f"mlflow-dlaas: could not log the worker's output: {e}", file=sys.stderr)
 
 
 def _stop_tree(proc: subprocess.Popen[bytes]) -> None:

@@ -8,6 +8,8 @@ in :mod:`~mlflow_dlaas.workloads.infer_worker`, started with the parallel settin
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import mlflow
 
 from mlflow_dlaas.config import as_cli_params
+from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.run_artifacts import fetch_run_model
 from mlflow_dlaas.inference.runtimes import get_runtime
@@ -41,9 +44,8 @@ def run_inference(config: InferConfig) -> str:
         mlflow.set_tags({"dlaas.entry": "infer", "dlaas.runtime": runtime.name})
         environment = worker_environment(config.parallelism,
                                          runtime.environment(config.parallelism))
-        if config.model_uri:
-            fetch_run_model(config.model_uri, Path(source_dir),
-                            with_model=runtime.consumes != "onnx")
+        if config.model_uri or runtime.consumes == "onnx":
+            _prepare_source(config, runtime.consumes, Path(source_dir))
             environment[SOURCE_ENV] = source_dir
         launch = WorkerLaunch(
             module=WORKER, argv=as_cli_params(params), environment=environment,
@@ -52,6 +54,24 @@ def run_inference(config: InferConfig) -> str:
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)
         run_worker(launch, run_id)
     return run_id
+
+
+def _prepare_source(config: InferConfig, consumes: str, directory: Path) -> None:
+    """Fetch the training run's model, or export a fresh one to ONNX in its own process
+    (so that no PyTorch is loaded where ONNX Runtime or OpenVINO is measured)."""
+    if config.model_uri:
+        fetch_run_model(config.model_uri, directory, with_model=consumes != "onnx")
+        return
+    command = [sys.executable, "-m", "mlflow_dlaas.inference.fresh_export", "--model",
+               config.model, "--seed", str(config.seed), "--out", str(directory)]
+    if config.input_shape:
+        command += ["--input_shape", config.input_shape]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode == ConfigError.exit_code:
+        raise ConfigError(done.stderr.strip())
+    if done.returncode != 0:
+        raise WorkloadError(f"exporting {config.model} to ONNX failed: "
+                            f"{done.stderr.strip()[-2000:]}")
 
 
 def _infer(params: Mapping[str, str]) -> str:

@@ -55,8 +55,9 @@ Measured = list[tuple[str, int, LatencyResult]]
 
 def resolve_source(config: InferConfig, runtime: InferenceRuntime, directory: Path
                    ) -> ModelSource:
-    """The model to serve: a training run's (fetched by the entry), or fresh from a spec."""
-    if config.model_uri:
+    """The model to serve: prepared by the entry (a training run's, or a fresh ONNX export),
+    or built here from its spec by the runtime's own framework."""
+    if os.environ.get(SOURCE_ENV):
         return run_source(Path(os.environ[SOURCE_ENV]))
     shape = parse_shape(config.input_shape) if config.input_shape else None
     if runtime.consumes in ("onnx", "pytorch"):

@@ -94,7 +94,7 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
             trainer.train_steps(dataset.x_train[idx], dataset.y_train[idx], config.batch_size)
             warmup_s = time.perf_counter() - t0
     train_s = 0.0
-    steps = epoch = 0
+    steps = epoch = samples = 0
     time_to_accuracy: float | None = None
     test_accuracy = 0.0
     while (config.epochs == 0 or epoch < config.epochs) and (
@@ -110,6 +110,7 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
             epoch_s = time.perf_counter() - t0
         train_s += epoch_s
         steps += stats.steps
+        samples += stats.samples
         if not math.isfinite(stats.mean_loss):
             raise WorkloadError(
                 f"training diverged: loss is {stats.mean_loss} in epoch {epoch} "
@@ -140,7 +141,7 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         "warmup_time_seconds": warmup_s,
         "test_time_seconds": test_s,
         "test_samples_per_second": len(dataset.x_test) / test_s if test_s else 0.0,
-        "train_samples_per_second_overall": steps * config.batch_size / train_s if train_s else 0,
+        "train_samples_per_second_overall": samples / train_s if train_s else 0.0,
         "epochs_completed": float(epoch),
         "steps_completed": float(steps),
         "target_reached": float(time_to_accuracy is not None),

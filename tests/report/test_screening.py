@@ -28,7 +28,7 @@ def _runs() -> pd.DataFrame:
 def test_disturbed_runs_are_left_out_and_their_reasons_grouped() -> None:
     screened = screen(_runs(), include_disturbed=False)
     assert list(screened.kept["run_id"]) == ["d", "e", "f"]
-    assert (screened.left_out, screened.unverified) == (3, 1)
+    assert (screened.disturbed, screened.unverified) == (3, 1)
     assert screened.reasons == {
         "other processes used … of … cores during train (limit …)": 2,
         "the hypervisor stole … % of the CPU during train": 1, "no reason recorded": 1}
@@ -36,13 +36,13 @@ def test_disturbed_runs_are_left_out_and_their_reasons_grouped() -> None:
     assert left_out.startswith("Left out: 3 disturbed runs (other processes used … of … cores "
                                "during train (limit …): 2; the hypervisor")
     assert left_out.endswith("Add --include-disturbed to keep them.")
-    assert unverified.startswith("1 runs carry no validity verdict") and "do not count" in (
-        unverified)
+    assert unverified.startswith("No validity verdict on 1 run (logged before")
+    assert unverified.endswith("they do not count toward a winner.")
 
 
 def test_included_disturbed_runs_are_kept_and_said_to_count() -> None:
     screened = screen(_runs(), include_disturbed=True)
-    assert len(screened.kept) == 6 and screened.left_out == 0
+    assert len(screened.kept) == 6 and screened.disturbed == 3
     assert screened.notes()[0].startswith("Kept at your request (--include-disturbed): 3 "
                                           "disturbed runs")
 

@@ -1,0 +1,130 @@
+"""Our workload and an independent bare script, each in a fresh process, alternating.
+
+Shared by ``memory_fidelity.py``, ``harness_tax.py`` and ``latency_fidelity.py``. Our side is
+the entry point a project runs (``python -m mlflow_dlaas.workloads.train|infer``) on a
+throw-away SQLite store, its figures read back from the run; the bare side is a textbook
+script under ``benchmarks/bare/`` whose peak memory comes from the kernel (``wait4``).
+Rounds alternate the order (ours, bare / bare, ours) so both see the same machine noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MIB = 2**20
+TRAIN_PARAMS = ["--epochs", "3", "--batch_size", "64", "--learning_rate", "0.01",
+                "--momentum", "0.9", "--warmup_steps", "5", "--log_model", "false"]
+INFER_PARAMS = ["--batch_sizes", "64", "--scenarios", "single_stream,offline",
+                "--min_query_count", "300", "--min_duration_s", "1", "--warmup_queries", "20"]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One process's figures: its peak RSS in bytes and the speed figures it reported."""
+
+    peak_rss_bytes: float
+    values: dict[str, float]
+    validity: str = ""
+
+
+def mxnet_python() -> str | None:
+    """The interpreter of the MXNet virtualenv that ``mlflow run projects/mxnet`` built."""
+    root = Path(os.environ.get("MLFLOW_ENV_ROOT", Path.home() / ".mlflow" / "envs"))
+    for python in sorted(root.glob("*/bin/python")):
+        if list(python.parent.parent.glob("lib/python*/site-packages/mxnet")):
+            return str(python)
+    return None
+
+
+def _run_bare(command: list[str]) -> Figures:
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    out = proc.stdout.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(command)} failed")
+    return Figures(usage.ru_maxrss * 1024.0, json.loads(out.strip().splitlines()[-1]))
+
+
+def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -> Figures:
+    with tempfile.TemporaryDirectory(prefix="dlaas-bench-") as store:
+        uri = f"sqlite:///{store}/mlflow.db"
+        env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([python, "-m", module, *args], env=env, cwd=store,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{module} failed: {done.stderr[-2000:]}")
+        import mlflow
+
+        client = mlflow.MlflowClient(uri)
+        run = client.search_runs([e.experiment_id for e in client.search_experiments()])[0]
+        metrics = run.data.metrics
+        return Figures(metrics["measured_peak_rss_bytes"],
+                       {name: metrics[key] for name, key in keys.items()},
+                       run.data.tags.get("dlaas.validity", ""))
+
+
+def train_pair(framework: str, python: str) -> tuple[Callable[[], Figures],
+                                                     Callable[[], Figures]]:
+    """(ours, bare) for LeNet-5 training in ``framework``."""
+    ours = lambda: _run_ours(python, "mlflow_dlaas.workloads.train",  # noqa: E731
+                             ["--framework", framework, *TRAIN_PARAMS],
+                             {"train_samples_per_second": "train_samples_per_second_overall"})
+    bare = lambda: _run_bare([python, str(HERE / "bare" / "train_lenet.py"),  # noqa: E731
+                              "--framework", framework, "--epochs", "3"])
+    return ours, bare
+
+
+def infer_pair(runtime: str, onnx: Path) -> tuple[Callable[[], Figures],
+                                                 Callable[[], Figures]]:
+    """(ours, bare) for LeNet-5 serving in ``runtime``."""
+    keys = {"single_stream_p50_ms": "single_stream/batch_64/latency_p50_ms",
+            "offline_samples_per_second": "offline/batch_64/throughput_samples_per_second"}
+    ours = lambda: _run_ours(sys.executable, "mlflow_dlaas.workloads.infer",  # noqa: E731
+                             ["--runtime", runtime, *INFER_PARAMS, "--batch_sizes", "1,64"],
+                             {**keys, "single_stream_p50_ms":
+                              "single_stream/batch_1/latency_p50_ms"})
+    bare = lambda: _run_bare([sys.executable, str(HERE / "bare" / "infer_lenet.py"),  # noqa: E731
+                              "--runtime", runtime, "--onnx", str(onnx)])
+    return ours, bare
+
+
+def fresh_onnx(directory: Path) -> Path:
+    """LeNet-5 exported to ONNX by our exporter, in a process of its own."""
+    subprocess.run([sys.executable, "-m", "mlflow_dlaas.inference.fresh_export", "--model",
+                    "lenet5", "--out", str(directory)], check=True, env={
+                        **os.environ, "PYTHONPATH": str(ROOT)})
+    return directory / "onnx" / "model.onnx"
+
+
+def alternate(ours: Callable[[], Figures], bare: Callable[[], Figures], rounds: int
+              ) -> tuple[list[Figures], list[Figures]]:
+    """``rounds`` of each, in ABBA order."""
+    mine: list[Figures] = []
+    theirs: list[Figures] = []
+    for r in range(rounds):
+        steps = [(ours, mine), (bare, theirs)]
+        for run, into in steps if r % 2 == 0 else reversed(steps):
+            into.append(run())
+    return mine, theirs
+
+
+def median(figures: list[Figures], key: str) -> float:
+    return statistics.median(f.peak_rss_bytes if key == "peak_rss_bytes" else f.values[key]
+                             for f in figures)
+
+
+def spread(figures: list[Figures], key: str) -> str:
+    values = [f.peak_rss_bytes / MIB if key == "peak_rss_bytes" else f.values[key]
+              for f in figures]
+    return f"{min(values):.1f}-{max(values):.1f}"

@@ -1,0 +1,56 @@
+"""The validity verdict from a monitor summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.validity import DISTURBED, VALID, ValidityThresholds, judge
+
+
+def _summary(busy: float, tree: float, harness: float = 0.0, steal: float = 0.0,
+             duration: float = 10.0, pressure: float = 0.0) -> dict[str, float]:
+    return {"train/duration_seconds": duration, "train/sys_cpu_busy_seconds": busy,
+            "train/proc_cpu_seconds": tree, "train/harness_cpu_seconds": harness,
+            "train/sys_cpu_steal_seconds": steal,
+            "train/peak_sys_memory_pressure_percent": pressure}
+
+
+def test_a_quiet_phase_is_valid_and_says_how_quiet() -> None:
+    verdict = judge(_summary(busy=20.5, tree=20.0), ("train",), 2, ValidityThresholds())
+    assert verdict.status == VALID
+    assert "0.05 of 2 cores" in verdict.reason
+
+
+def test_other_processes_make_a_run_disturbed_with_how_much() -> None:
+    verdict = judge(_summary(busy=29.0, tree=20.0), ("train",), 2, ValidityThresholds())
+    assert verdict.status == DISTURBED
+    assert "other processes used 0.90 of 2 cores during train" in verdict.reason
+
+
+def test_the_harness_own_cpu_is_not_counted_as_other_processes() -> None:
+    verdict = judge(_summary(busy=23.0, tree=20.0, harness=2.5), ("train",), 2,
+                    ValidityThresholds())
+    assert verdict.status == VALID
+    assert verdict.figures["train/harness_cpu_cores"] == pytest.approx(0.25)
+
+
+def test_steal_and_memory_pressure_disturb_a_run() -> None:
+    stolen = judge(_summary(busy=20, tree=20, steal=2.0), ("train",), 2, ValidityThresholds())
+    assert stolen.status == DISTURBED and "stole 10.0 %" in stolen.reason
+    pressed = judge(_summary(busy=20, tree=20, pressure=30), ("train",), 2, ValidityThresholds())
+    assert pressed.status == DISTURBED and "memory pressure" in pressed.reason
+
+
+def test_thresholds_are_configurable_and_validated() -> None:
+    lenient = ValidityThresholds(validity_max_other_cores=1.0)
+    assert judge(_summary(busy=29.0, tree=20.0), ("train",), 2, lenient).status == VALID
+    params = {"validity_max_other_cores": "0.5", "epochs": "1"}
+    assert ValidityThresholds.pop_from(params).validity_max_other_cores == 0.5
+    assert params == {"epochs": "1"}
+    with pytest.raises(ConfigError, match="validity_max_steal_fraction"):
+        ValidityThresholds.pop_from({"validity_max_steal_fraction": "nan"})
+
+
+def test_no_measured_phase_is_not_a_valid_run() -> None:
+    assert judge({}, ("train",), 2, ValidityThresholds()).status == DISTURBED

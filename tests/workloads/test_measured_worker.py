@@ -1,0 +1,170 @@
+"""The measured worker: lean, with the settings in force, and failing runs that say why."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import psutil
+import pytest
+
+from mlflow_dlaas.run_lifecycle import REASON_TAG
+from tests.conftest import runs_of
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ["--model", "lenet5", "--dataset", "mnist5k", "--batch_size", "64",
+         "--warmup_steps", "0", "--log_model", "false", "--monitor_interval", "0.1"]
+
+
+def _entry(kind: str, experiment: str, args: list[str]) -> subprocess.Popen[str]:
+    """The entry point as a project runs it, in a run of ``experiment``."""
+    env = {**os.environ, "MLFLOW_EXPERIMENT_NAME": experiment, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", f"mlflow_dlaas.workloads.{kind}", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _worker_of(entry: subprocess.Popen[str], timeout_s: float = 120) -> psutil.Process:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for child in psutil.Process(entry.pid).children():
+            if "_worker" in " ".join(child.cmdline()):
+                return child
+        time.sleep(0.1)
+    raise AssertionError("no measured worker started")
+
+
+def _wait_for_phase(worker: psutil.Process, seconds: float) -> None:
+    """Let the worker import its framework and start training (its CPU time grows)."""
+    deadline = time.monotonic() + 120
+    while sum(worker.cpu_times()[:2]) < seconds and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_the_worker_imports_no_harness() -> None:
+    probe = ("import sys, mlflow_dlaas.workloads.train_worker, "
+             "mlflow_dlaas.workloads.infer_worker\n"
+             "print(sorted(m for m in ('mlflow', 'sqlalchemy', 'alembic', 'pandas', "
+             "'matplotlib', 'optuna') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+def test_blas_threads_is_in_force_in_every_pool(tracking: str, framework: str) -> None:
+    entry = _entry("train", tracking, ["--framework", framework, *QUICK, "--max_steps", "3",
+                                       "--blas_threads", "1"])
+    _, err = entry.communicate(timeout=600)
+    assert entry.returncode == 0, err[-3000:]
+    (run,) = runs_of(tracking)
+    pools = {k: v for k, v in run.data.params.items()
+             if k.startswith("in_force_blas_") and k.endswith("_threads")}
+    assert pools, "no BLAS pool was read back from the worker"
+    assert set(pools.values()) == {"1"}, pools
+
+
+@pytest.mark.slow
+def test_a_killed_worker_fails_the_run_with_its_reason_and_keeps_the_samples(
+        tracking: str) -> None:
+    entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "50"])
+    worker = _worker_of(entry)
+    _wait_for_phase(worker, 4.0)
+    worker.send_signal(signal.SIGKILL)
+    _, err = entry.communicate(timeout=120)
+    assert entry.returncode != 0
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED"
+    reason = run.data.tags[REASON_TAG]
+    assert "killed by SIGKILL" in reason and "last output" in reason
+    client = mlflow.MlflowClient()
+    assert client.get_metric_history(run.info.run_id, "monitor/proc_rss_bytes")
+    assert "worker/output_tail.txt" in [a.path for a in client.list_artifacts(
+        run.info.run_id, "worker")]
+
+
+@pytest.mark.slow
+def test_a_silent_worker_is_stopped_after_the_stall_timeout(tracking: str) -> None:
+    entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "50",
+                                       "--stall_timeout_s", "3"])
+    worker = _worker_of(entry)
+    _wait_for_phase(worker, 4.0)
+    worker.suspend()
+    _, err = entry.communicate(timeout=120)
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED"
+    assert "reported nothing for" in run.data.tags[REASON_TAG]
+    assert not psutil.pid_exists(worker.pid) or worker.status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_entry_kills_the_run_and_its_worker(tracking: str) -> None:
+    entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "50"])
+    worker = _worker_of(entry)
+    _wait_for_phase(worker, 2.0)
+    entry.send_signal(signal.SIGTERM)
+    entry.communicate(timeout=60)
+    (run,) = runs_of(tracking)
+    assert run.info.status == "KILLED"
+    with pytest.raises(psutil.NoSuchProcess):
+        worker.wait(timeout=10)
+        worker.status()
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_entry_takes_the_process_ensemble_with_it(tracking: str) -> None:
+    entry = _entry("infer", tracking, ["--runtime", "onnxruntime", "--scenarios", "ensemble",
+                                       "--ensemble_mode", "processes", "--ensemble_size", "2",
+                                       "--min_duration_s", "120", "--monitor_interval", "0.1"])
+    worker = _worker_of(entry)
+    deadline = time.monotonic() + 120
+    while len(worker.children(recursive=True)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    tree = [worker, *worker.children(recursive=True)]
+    assert len(tree) >= 3, "the ensemble members did not start"
+    entry.kill()
+    entry.communicate(timeout=30)
+    _, alive = psutil.wait_procs(tree, timeout=2)
+    assert alive == [], f"still alive a second after the entry died: {alive}"
+
+
+@pytest.fixture
+def co_tenant() -> Iterator[None]:
+    """Another process busy on every core, as a noisy neighbour would be."""
+    code = "while True: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.slow
+def test_a_run_beside_a_busy_co_tenant_is_disturbed_with_the_reason(
+        tracking: str, co_tenant: None) -> None:
+    entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "1"])
+    _, err = entry.communicate(timeout=600)
+    assert entry.returncode == 0, err[-3000:]
+    (run,) = runs_of(tracking)
+    assert run.data.tags["dlaas.validity"] == "disturbed"
+    assert "other processes used" in run.data.tags["dlaas.validity_reason"]
+
+
+@pytest.mark.slow
+def test_a_quiet_run_is_valid_and_reports_the_train_phase_peak(tracking: str) -> None:
+    entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "1"])
+    _, err = entry.communicate(timeout=600)
+    assert entry.returncode == 0, err[-3000:]
+    (run,) = runs_of(tracking)
+    assert run.data.tags["dlaas.validity"] == "valid", run.data.tags["dlaas.validity_reason"]
+    metrics = run.data.metrics
+    assert metrics["measured_peak_rss_bytes"] == metrics["train/peak_proc_rss_bytes"]
+    assert metrics["measured_peak_rss_bytes"] <= metrics["worker/kernel_max_rss_bytes"]
