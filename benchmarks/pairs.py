@@ -30,9 +30,11 @@ INFER_PARAMS = ["--batch_sizes", "64", "--scenarios", "single_stream,offline",
 
 @dataclass(frozen=True)
 class Figures:
-    """One process's figures: its peak RSS in bytes and the speed figures it reported."""
+    """One process's figures: the measured window's peak RSS, the whole process's, and the
+    speed figures it reported."""
 
     peak_rss_bytes: float
+    process_peak_rss_bytes: float
     values: dict[str, float]
     validity: str = ""
 
@@ -46,14 +48,15 @@ def mxnet_python() -> str | None:
     return None
 
 
-def _run_bare(command: list[str]) -> Figures:
+def _run_bare(command: list[str], window_peak: str) -> Figures:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     out = proc.stdout.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(command)} failed")
-    return Figures(usage.ru_maxrss * 1024.0, json.loads(out.strip().splitlines()[-1]))
+    values = json.loads(out.strip().splitlines()[-1])
+    return Figures(values.pop(window_peak), usage.ru_maxrss * 1024.0, values)
 
 
 def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -> Figures:
@@ -69,7 +72,7 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
         client = mlflow.MlflowClient(uri)
         run = client.search_runs([e.experiment_id for e in client.search_experiments()])[0]
         metrics = run.data.metrics
-        return Figures(metrics["measured_peak_rss_bytes"],
+        return Figures(metrics["measured_peak_rss_bytes"], metrics["run/peak_proc_rss_bytes"],
                        {name: metrics[key] for name, key in keys.items()},
                        run.data.tags.get("dlaas.validity", ""))
 
@@ -81,7 +84,8 @@ def train_pair(framework: str, python: str) -> tuple[Callable[[], Figures],
                              ["--framework", framework, *TRAIN_PARAMS],
                              {"train_samples_per_second": "train_samples_per_second_overall"})
     bare = lambda: _run_bare([python, str(HERE / "bare" / "train_lenet.py"),  # noqa: E731
-                              "--framework", framework, "--epochs", "3"])
+                              "--framework", framework, "--epochs", "3"],
+                             "train_peak_rss_bytes")
     return ours, bare
 
 
@@ -95,7 +99,8 @@ def infer_pair(runtime: str, onnx: Path) -> tuple[Callable[[], Figures],
                              {**keys, "single_stream_p50_ms":
                               "single_stream/batch_1/latency_p50_ms"})
     bare = lambda: _run_bare([sys.executable, str(HERE / "bare" / "infer_lenet.py"),  # noqa: E731
-                              "--runtime", runtime, "--onnx", str(onnx)])
+                              "--runtime", runtime, "--onnx", str(onnx)],
+                             "scenario_peak_rss_bytes")
     return ours, bare
 
 
@@ -119,12 +124,15 @@ def alternate(ours: Callable[[], Figures], bare: Callable[[], Figures], rounds: 
     return mine, theirs
 
 
+def _value(f: Figures, key: str) -> float:
+    return getattr(f, key) / MIB if key.endswith("rss_bytes") else f.values[key]
+
+
 def median(figures: list[Figures], key: str) -> float:
-    return statistics.median(f.peak_rss_bytes if key == "peak_rss_bytes" else f.values[key]
-                             for f in figures)
+    """The median of ``key`` (RSS figures in MiB)."""
+    return statistics.median(_value(f, key) for f in figures)
 
 
 def spread(figures: list[Figures], key: str) -> str:
-    values = [f.peak_rss_bytes / MIB if key == "peak_rss_bytes" else f.values[key]
-              for f in figures]
+    values = [_value(f, key) for f in figures]
     return f"{min(values):.1f}-{max(values):.1f}"

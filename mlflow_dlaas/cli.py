@@ -12,6 +12,7 @@ import click
 
 from mlflow_dlaas import __version__
 from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.tracking import redact_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,17 +24,23 @@ def reports_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from mlflow.exceptions import MlflowException
 
+        from mlflow_dlaas.run_lifecycle import Stopped
+
         try:
             return func(*args, **kwargs)
+        except Stopped as e:  # cleaned up already; the shell's convention for a signal
+            click.echo(f"mlflow-dlaas: {e}", err=True)
+            sys.exit(128 + e.signum)
         except DlaasError as e:
-            click.echo(f"mlflow-dlaas: error: {e}", err=True)
+            click.echo(f"mlflow-dlaas: error: {redact_text(str(e))}", err=True)
             sys.exit(e.exit_code)
         except MlflowException as e:  # the tracking store said no: say so, without a trace
             hint = ""
             if "401" in str(e) or "403" in str(e):
                 hint = (" (set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or "
                         "MLFLOW_TRACKING_TOKEN, for this server)")
-            click.echo(f"mlflow-dlaas: error: MLflow tracking: {e.message}{hint}", err=True)
+            click.echo(f"mlflow-dlaas: error: MLflow tracking: {redact_text(e.message)}{hint}",
+                       err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from mlflow_dlaas.data import DEFAULT_DATASET
+from mlflow_dlaas.data import DEFAULT_DATASET, LOADERS
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.presets import get_preset
 from mlflow_dlaas.validity import ValidityThresholds
@@ -48,6 +49,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         checks = [
+            (self.dataset in LOADERS,
+             f"unknown dataset {self.dataset!r}; choose one of: {', '.join(LOADERS)}"),
+            (self.model in MODELS,
+             f"unknown model {self.model!r}; choose one of: {', '.join(sorted(MODELS))}"),
             (self.batch_size > 0, f"batch_size must be > 0, got {self.batch_size}"),
             (self.learning_rate > 0 and math.isfinite(self.learning_rate),
              f"learning_rate must be a finite number > 0, got {self.learning_rate}"),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_dlaas.hardware import cpu_info, host_hash, nvidia_gpu_models
-from mlflow_dlaas.tracking import ACTIVE_ENV
+from mlflow_dlaas.tracking import ACTIVE_ENV, redact_text
 
 TAG_PREFIX = "dlaas.env."
 #: The run tag that names the hardware a run measured on (the fingerprint's ``host_hash``).
@@ -36,6 +36,11 @@ ENV_ALLOW_PREFIXES = (
 ENV_DENY_PREFIXES = ("TF_VAR_", "TF_CLI_", "TF_TOKEN_", "TF_HTTP_", "TF_REGISTRY_")
 #: Whatever the prefix, a name that looks like a credential is never recorded.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|PWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+#: What a secret inside a recorded value is replaced with.
+REDACTED = "***"
+#: ``password=...``, ``api_key: ...`` inside a value (a libpq connection string, options).
+_SECRET_PAIR = re.compile(
+    rf"(\b\w*(?:{SECRET_NAME.pattern})\w*['\"]?\s*[=:]\s*['\"]?)([^\s,;&'\"}}]+)", re.I)
 
 FRAMEWORK_DISTRIBUTIONS = {
     "torch": ("torch",),
@@ -55,12 +60,38 @@ def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The allow-listed, secret-free environment variables that affect performance."""
     environ = os.environ if environ is None else environ
     return {
-        name: value
+        name: redact_value(value)
         for name, value in sorted(environ.items())
         if (name.startswith(ENV_ALLOW_PREFIXES) or name == "LD_PRELOAD")
         and not name.startswith(ENV_DENY_PREFIXES)
         and not SECRET_NAME.search(name)
     }
+
+
+def redact_value(value: str) -> str:
+    """A variable's value without secrets: URIs lose their credentials, ``password=...``
+    pairs their value, and a JSON value (``TF_CONFIG``) its fields named like secrets."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        data = None
+    if isinstance(data, dict | list):
+        redacted = _redact_fields(data)
+        return value if redacted == data else json.dumps(redacted)
+    return _redact_string(value)
+
+
+def _redact_fields(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: REDACTED if SECRET_NAME.search(str(k)) else _redact_fields(v)
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_redact_fields(v) for v in data]
+    return _redact_string(data) if isinstance(data, str) else data
+
+
+def _redact_string(text: str) -> str:
+    return _SECRET_PAIR.sub(rf"\1{REDACTED}", redact_text(text))
 
 
 def installed_versions() -> dict[str, str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 EXIT_USAGE = 2
 #: Exit code when the command to run cannot be found, as shells use.
 EXIT_COMMAND_NOT_FOUND = 127
+#: Exit code when the command to run exists but cannot be executed, as shells use.
+EXIT_COMMAND_NOT_EXECUTABLE = 126
 
 
 class DlaasError(Exception):
@@ -24,6 +26,17 @@ class CommandNotFoundError(DlaasError):
     """The command to launch does not exist on PATH."""
 
     exit_code = EXIT_COMMAND_NOT_FOUND
+
+
+class CommandNotExecutableError(DlaasError):
+    """The command to launch exists but is not an executable (permissions, a directory,
+    not a program or script)."""
+
+    exit_code = EXIT_COMMAND_NOT_EXECUTABLE
+
+
+class TrackingUnavailableError(DlaasError):
+    """The tracking server or database does not answer, or refuses the connection."""
 
 
 class MissingDependencyError(DlaasError, ImportError):

@@ -30,7 +30,7 @@ from mlflow.projects.utils import (
 )
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.run_lifecycle import REASON_TAG
+from mlflow_dlaas.run_lifecycle import end_run
 
 PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
 
@@ -77,9 +77,8 @@ def end_orphaned_run(client: mlflow.MlflowClient, submitted: SubmittedRun) -> bo
     crashed); returns whether it had to."""
     if client.get_run(submitted.run_id).info.status != "RUNNING":
         return False
-    client.set_tag(submitted.run_id, REASON_TAG,
-                   f"the process ended {submitted.get_status()} without ending its run")
-    client.set_terminated(submitted.run_id, "FAILED")
+    end_run(client, submitted.run_id, "FAILED",
+            f"the process ended {submitted.get_status()} without ending its run")
     return True
 
 
@@ -89,11 +88,16 @@ def stop_project_run(submitted: SubmittedRun, grace_s: float = 10.0) -> None:
     The command runs under ``bash -c``; where bash does not exec it (a virtualenv's
     ``source ... && python ...``), stopping bash alone would leave the workload running.
     """
+    stop_process_tree(submitted.command_proc.pid, grace_s)
+    submitted.command_proc.wait()
+
+
+def stop_process_tree(pid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM process ``pid`` and all its descendants; SIGKILL those alive after grace."""
     import psutil
 
-    proc = submitted.command_proc
     try:
-        root = psutil.Process(proc.pid)
+        root = psutil.Process(pid)
         tree = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         tree = []
@@ -108,4 +112,3 @@ def stop_project_run(submitted: SubmittedRun, grace_s: float = 10.0) -> None:
             member.kill()
         except psutil.NoSuchProcess:
             continue
-    proc.wait()

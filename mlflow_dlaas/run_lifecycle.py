@@ -1,8 +1,13 @@
-"""Runs that always end: FAILED with the reason on error, never left RUNNING."""
+"""Runs that always end: FAILED with the reason on error, KILLED when stopped by a signal or
+when their owner died, never left RUNNING."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import socket
+import sys
+import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -10,18 +15,62 @@ from typing import Any
 import mlflow
 from mlflow.entities import Param, Run
 
+from mlflow_dlaas.ownership import OWNER_HOST_TAG, Owner, owner_tags
+
 REASON_TAG = "dlaas.failure_reason"
+#: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: How many of this host's RUNNING runs one sweep looks at.
+SWEEP_MAX_RUNS = 1000
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in the main thread by SIGINT, SIGTERM or SIGHUP: cleanup runs as for Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn the first of :data:`STOP_SIGNALS` into :class:`Stopped`; ignore the ones after it
+    (they would interrupt the cleanup). A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopped: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if not stopped:
+            stopped.append(signum)
+            raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def end_run(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> None:
+    """End ``run_id`` with ``status`` (FAILED, KILLED) and the reason in :data:`REASON_TAG`."""
+    client.set_tag(run_id, REASON_TAG, reason[:5000])
+    client.set_terminated(run_id, status)
 
 
 @contextlib.contextmanager
 def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     """Start (or resume, under ``mlflow run``) a run; on any error tag the reason and FAIL it.
 
-    Nested guards share the run: only the one that started it ends it; the innermost one
-    that sees an error records the reason.
+    Nested guards share the run: only the one that started it ends it, and tags this process
+    as its owner; the innermost one that sees an error records the reason.
     """
     owned = mlflow.active_run() is None
     run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
+    if owned:
+        mlflow.set_tags(owner_tags())
     try:
         yield run
     except BaseException as e:
@@ -35,6 +84,30 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
         raise
     if owned:
         mlflow.end_run("FINISHED")
+
+
+def end_runs_of_dead_owners(client: mlflow.MlflowClient) -> list[str]:
+    """End KILLED, with the reason, this host's RUNNING runs whose owner provably died.
+
+    One search: RUNNING runs tagged with this host as owner, in every experiment. Runs of
+    other hosts, and owners that cannot be judged from here, are left alone.
+    """
+    experiments = [e.experiment_id for e in client.search_experiments(max_results=1000)]
+    if not experiments:
+        return []
+    query = (f"attributes.status = 'RUNNING' and "
+             f"tags.`{OWNER_HOST_TAG}` = '{socket.gethostname()}'")
+    ended = []
+    for run in client.search_runs(experiments, query, max_results=SWEEP_MAX_RUNS):
+        owner = Owner.from_tags(run.data.tags)
+        if owner is not None and owner.is_dead():
+            end_run(client, run.info.run_id, "KILLED",
+                    f"its owner, {owner.describe()}, died without ending it")
+            ended.append(run.info.run_id)
+    if ended:
+        print(f"mlflow-dlaas: ended {len(ended)} run(s) whose owner process died: "
+              f"{', '.join(ended)}", file=sys.stderr)
+    return ended
 
 
 def log_new_params(run_id: str, params: Mapping[str, Any]) -> None:

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from mlflow_dlaas.errors import TrackingUnavailableError
+from mlflow_dlaas.store_lock import initialise_tracking_store
 
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
 ACTIVE_ENV = "MLFLOW_DLAAS_ACTIVE"
 EMBEDDED_DB = "mlflow.db"
+#: MLflow's switch for its "View run ... at: URL" lines.
+SUPPRESS_URL_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+#: How long a command waits for a tracking server or database that does not answer (MLflow
+#: itself retries for minutes).
+CONNECT_WITHIN_S = 10.0
+#: Network stores by scheme (a SQLAlchemy driver suffix ignored), and their default ports.
+NETWORK_STORES = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+DATABASES = ("postgresql", "mysql", "mssql")
 
 
 @dataclass(frozen=True)
@@ -20,10 +35,11 @@ class TrackingTarget:
     embedded: bool
 
     def ui_command(self) -> str:
-        """The ``mlflow ui`` command that shows these runs."""
+        """The ``mlflow ui`` command that shows these runs (credentials hidden)."""
+        shown = redact_uri(self.uri)
         if self.uri.startswith(("http://", "https://")):
-            return f"open {self.uri} in a browser"
-        return f"mlflow ui --backend-store-uri {self.uri}"
+            return f"open {shown} in a browser"
+        return f"mlflow ui --backend-store-uri {shown}"
 
 
 def embedded_uri(directory: Path | None = None) -> str:
@@ -35,10 +51,14 @@ def embedded_uri(directory: Path | None = None) -> str:
 
 
 _ANNOUNCED: set[str] = set()
+_OPENED: set[str] = set()
 
 
 def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     """Honour MLFLOW_TRACKING_URI, else select the embedded store; mark runs as ours.
+
+    Once per process and store: a new SQLite store is initialised under a file lock, and a
+    command (``announce``) ends the runs whose owner on this host died (see run_lifecycle).
 
     Sets the environment (inherited by every child process) rather than only the
     in-process MLflow state, so that trial and workload subprocesses log to the same store.
@@ -51,12 +71,21 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     if target is None:
         target = TrackingTarget(uri=embedded_uri(), embedded=True)
         os.environ[TRACKING_ENV] = target.uri
+    check_reachable(target.uri)
+    quiet_run_links(target.uri)
     mlflow.set_tracking_uri(target.uri)
     if announce and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
         _ANNOUNCED.add(target.uri)
         where = "embedded default" if target.embedded else "from MLFLOW_TRACKING_URI"
         print(f"mlflow-dlaas: tracking runs in {redact_uri(target.uri)} ({where})", file=sys.stderr)
-        print(f"mlflow-dlaas: to browse them: {redact_uri(target.ui_command())}", file=sys.stderr)
+        print(f"mlflow-dlaas: to browse them: {target.ui_command()}", file=sys.stderr)
+    if target.uri not in _OPENED:
+        _OPENED.add(target.uri)
+        initialise_tracking_store(target.uri)
+        if announce:  # a command opening the store, not a workload under one
+            from mlflow_dlaas.run_lifecycle import end_runs_of_dead_owners
+
+            end_runs_of_dead_owners(mlflow.MlflowClient())
     return target
 
 
@@ -90,3 +119,70 @@ def redact_uri(uri: str) -> str:
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://***@{host}"
 
+
+_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URI in it redacted by :func:`redact_uri` (error messages, values)."""
+    return _URI.sub(lambda found: redact_uri(found.group(0)), text)
+
+
+def quiet_run_links(uri: str) -> None:
+    """Switch off MLflow's "View run ... at: URL" lines when ``uri`` carries credentials:
+    MLflow prints the tracking server's address as given, password and all (children
+    inherit the setting)."""
+    if redact_uri(uri) != uri:
+        os.environ[SUPPRESS_URL_ENV] = "true"
+
+
+def check_reachable(uri: str, *, within_s: float = CONNECT_WITHIN_S) -> None:
+    """Raise :class:`TrackingUnavailableError` within about ``within_s`` when the tracking
+    server or database of ``uri`` does not accept a connection; a database must also let us
+    in. Local stores (SQLite, files) pass at once."""
+    parts = urlsplit(uri)
+    scheme = parts.scheme.split("+", 1)[0]
+    try:
+        port = parts.port or NETWORK_STORES.get(scheme)
+    except ValueError:  # a malformed port: MLflow's own error says it
+        return
+    if scheme not in NETWORK_STORES or not parts.hostname:
+        return
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            socket.create_connection((parts.hostname, port),
+                                     timeout=max(deadline - time.monotonic(), 1.0)).close()
+            break
+        except OSError as e:
+            if time.monotonic() + 1.0 >= deadline:
+                raise TrackingUnavailableError(
+                    f"cannot reach the tracking store {redact_uri(uri)} within {within_s:.0f} s "
+                    f"({e.strerror or e}); start it, fix {TRACKING_ENV}, or unset it to track in "
+                    "the embedded store here") from None
+            time.sleep(1.0)
+    if scheme in DATABASES:
+        _check_login(uri)
+
+
+def _check_login(uri: str) -> None:
+    """One connection to the tracking database: MLflow retries a refused login for minutes."""
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
+    except ImportError as e:
+        raise TrackingUnavailableError(f"the database driver for {redact_uri(uri)} is not "
+                                       f"installed ({e}); install the driver the URI names, "
+                                       "e.g. postgresql+psycopg:// with psycopg") from None
+    try:
+        with engine.connect():
+            pass
+    except Exception as e:  # a driver's own error: say it in one line, without credentials
+        reason = redact_text(str(getattr(e, "orig", None) or e)).strip().splitlines()
+        raise TrackingUnavailableError(
+            f"the tracking database {redact_uri(uri)} refused the connection: "
+            f"{reason[0] if reason else type(e).__name__}; check the user, password and "
+            f"database name in {TRACKING_ENV}") from None
+    finally:
+        engine.dispose()

@@ -7,10 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
 
+from mlflow_dlaas.run_lifecycle import REASON_TAG
 from tests.conftest import runs_of
 
 CHILD = (
@@ -100,3 +102,35 @@ def test_the_command_logs_into_the_same_run(cli_path: str, tracking: str) -> Non
     assert out.returncode == 0, out.stderr
     (run,) = runs_of(tracking)
     assert run.data.metrics["inner_metric"] == 7
+
+
+def test_a_file_that_cannot_be_executed_exits_126_before_any_run(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    for target, says in ((script, "it is not executable"), (tmp_path, "it is a directory")):
+        out = subprocess.run([cli_path, "monitor", "--experiment", tracking, "--", str(target)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 126, out.stderr
+        assert out.stderr.strip().splitlines() == [
+            f"mlflow-dlaas: error: cannot execute {str(target)!r}: {says}; give a program or "
+            "script with execute permission (chmod +x), or run it with its interpreter "
+            f"(e.g. -- python {target})"]
+        assert runs_of(tracking) == []
+
+
+def test_a_script_with_a_missing_interpreter_exits_126_and_fails_its_run(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text("#!/nonexistent/interpreter\necho hi\n")
+    script.chmod(0o755)
+    out = subprocess.run([cli_path, "monitor", "--experiment", tracking, "--", str(script)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 126, out.stderr
+    assert "Traceback" not in out.stderr
+    assert f"cannot execute {str(script)!r}: No such file or directory" in out.stderr
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED"
+    assert "cannot execute" in run.data.tags[REASON_TAG]

@@ -102,3 +102,31 @@ def test_env_command_prints_json(cli_path: str) -> None:
                          text=True, check=True)
     data = json.loads(out.stdout)
     assert data["cpu_logical_cores"] >= 1
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("postgresql://u:mkl-secret@h/db", "postgresql://u:***@h/db"),
+    ("host=h password=mkl-secret dbname=x", "host=h password=*** dbname=x"),
+    ('{"cluster": {"worker": ["h:2222"]}, "task": {"type": "worker", "index": 0}, '
+     '"token": "mkl-secret"}',
+     '{"cluster": {"worker": ["h:2222"]}, "task": {"type": "worker", "index": 0}, '
+     '"token": "***"}'),
+    ('{"cluster": {"chief": ["h:2222"]}}', '{"cluster": {"chief": ["h:2222"]}}'),
+    ("granularity=fine,compact,1,0", "granularity=fine,compact,1,0"),
+    ("/opt/lib/libjemalloc.so", "/opt/lib/libjemalloc.so"),
+])
+def test_allowed_values_lose_their_credentials(value: str, shown: str) -> None:
+    assert performance_env({"MKL_CONN": value}) == {"MKL_CONN": shown}
+
+
+def test_a_planted_connection_string_never_reaches_the_tags(
+    tracking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MKL_CONN", "postgresql://u:SECRET-mkl-444@h/db")
+    monkeypatch.setenv("TF_CONFIG", '{"task": {"type": "worker"}, "password": "SECRET-tf-555"}')
+    monkeypatch.setenv(ACTIVE_ENV, "1")
+    with mlflow.start_run() as run:
+        pass
+    tags = mlflow.MlflowClient().get_run(run.info.run_id).data.tags
+    assert tags[TAG_PREFIX + "env_MKL_CONN"] == "postgresql://u:***@h/db"
+    assert "SECRET" not in json.dumps(tags)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import math
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +27,15 @@ def read_idx(path: Path) -> np.ndarray:
     try:
         with opener(path, "rb") as f:
             data = f.read()
-    except (OSError, EOFError) as e:
-        raise ConfigError(f"cannot read IDX file {path}: {e}") from e
+    except (OSError, EOFError, zlib.error) as e:  # unreadable, or a corrupt or cut .gz
+        raise ConfigError(f"cannot read IDX file {path}: {e}; download it again") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
         raise ConfigError(f"{path} is not an IDX file (bad magic number)")
     ndim = data[3]
     header = 4 + 4 * ndim
     dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     dtype = np.dtype(_DTYPES[data[2]])
-    expected = header + int(np.prod(dims)) * dtype.itemsize
+    expected = header + math.prod(dims) * dtype.itemsize
     if len(data) != expected:
         raise ConfigError(
             f"{path} is corrupt: header says {dims} ({expected} bytes), file has {len(data)}"
@@ -58,6 +60,12 @@ def load_idx_dataset(name: str, directory: Path) -> Dataset:
         raise ConfigError(f"dataset {name}: directory {directory} does not exist; "
                           f"pass --data-dir / -P data_dir=<folder with the IDX files>")
     arrays = {key: read_idx(_find(directory, stem)) for key, stem in FILES.items()}
+    for key, stem in FILES.items():
+        want = 3 if key.startswith("x") else 1
+        if arrays[key].ndim != want:
+            raise ConfigError(f"{directory}: {stem} holds {arrays[key].ndim}-D data, IDX "
+                              f"{'images' if want == 3 else 'labels'} are {want}-D; "
+                              "check that the four files are not swapped or renamed")
     for split in ("train", "test"):
         if len(arrays[f"x_{split}"]) != len(arrays[f"y_{split}"]):
             raise ConfigError(f"{directory}: {split} images and labels differ in count")

@@ -9,12 +9,15 @@ from typing import Any
 
 from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.validity import ValidityThresholds
 
 SCENARIOS = ("single_stream", "offline", "server", "ensemble")
 PRECISIONS = ("fp32", "fp16", "int8")
 ENSEMBLE_MODES = ("threads", "processes")
+#: Served fresh (no model_uri): an architecture of the registry, or ResNet-18 (PyTorch-built).
+FRESH_MODELS = (*sorted(MODELS), "resnet18")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class InferConfig:
     validity: ValidityThresholds = field(default_factory=ValidityThresholds)
 
     def __post_init__(self) -> None:
+        if not self.model_uri and self.model not in FRESH_MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; choose one of: "
+                              f"{', '.join(FRESH_MODELS)}, or give model_uri=runs:/<run id>")
         if not self.batch_sizes or min(self.batch_sizes) <= 0:
             raise ConfigError(f"batch_sizes must be positive, got {self.batch_sizes}; e.g. 1,8,32")
         bad = [s for s in self.scenarios if s not in SCENARIOS]

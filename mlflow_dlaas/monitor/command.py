@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import mlflow
 
-from mlflow_dlaas.errors import CommandNotFoundError, ConfigError
+from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
+from mlflow_dlaas.ownership import owner_tags
+from mlflow_dlaas.run_lifecycle import REASON_TAG
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -37,9 +39,17 @@ def validate_command(argv: Sequence[str]) -> list[str]:
             "no command given: put the command after '--', e.g. "
             "mlflow-dlaas monitor -- python train.py"
         )
-    if shutil.which(argv[0]) is None:
+    program = argv[0]
+    if os.sep in program and os.path.exists(program):  # a path, as a shell runs it
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            what = "a directory" if os.path.isdir(program) else "not executable"
+            raise CommandNotExecutableError(
+                f"cannot execute {program!r}: it is {what}; give a program or script with "
+                f"execute permission (chmod +x), or run it with its interpreter "
+                f"(e.g. -- python {program})")
+    elif shutil.which(program) is None:
         raise CommandNotFoundError(
-            f"command not found: {argv[0]!r}; check the spelling or give its full path"
+            f"command not found: {program!r}; check the spelling or give its full path"
         )
     return list(argv)
 
@@ -60,7 +70,7 @@ def run_monitored(
     validate_interval(interval_s)
     configure_tracking()
     experiment_id = ensure_experiment(experiment) if experiment else None
-    run = mlflow.start_run(experiment_id=experiment_id, run_name=run_name)
+    run = mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=owner_tags())
     run_id = run.info.run_id
     status = "KILLED"
     try:
@@ -68,6 +78,10 @@ def run_monitored(
         outcome = _launch_and_watch(command, run_id, interval_s)
         status = "FINISHED" if outcome.exit_code == 0 else "FAILED"
         return outcome
+    except CommandNotExecutableError as e:
+        status = "FAILED"
+        mlflow.set_tag(REASON_TAG, str(e))
+        raise
     finally:
         mlflow.end_run(status)
 
@@ -75,7 +89,12 @@ def run_monitored(
 def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> CommandOutcome:
     env = dict(os.environ, MLFLOW_RUN_ID=run_id)
     started = time.perf_counter()
-    proc = subprocess.Popen(command, env=env)
+    try:
+        proc = subprocess.Popen(command, env=env)
+    except OSError as e:  # found, but the kernel will not run it (bad interpreter, format)
+        raise CommandNotExecutableError(
+            f"cannot execute {command[0]!r}: {e.strerror or e}; check its #! line and "
+            "permissions, or run it with its interpreter") from None
     previous = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in
                 FORWARDED_SIGNALS}
     monitor = ResourceMonitor(run_id=run_id, interval_s=interval_s, pid=proc.pid)

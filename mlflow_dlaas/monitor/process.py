@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -45,6 +46,13 @@ class ProcessTreeSampler(Sampler):
         self._cpu_base = self._cpu_total = self._read()[0]
         self._counters_base = self._counter_sums()
         self._prev = (time.perf_counter(), 0.0)
+
+    def reset_high_water(self) -> None:
+        """Restart the kernel's RSS high-water mark of every process in the tree (Linux
+        ``clear_refs``), so that the next phase's peak is that phase's own."""
+        for pid in self._procs:
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
 
     def pids(self) -> list[int]:
         """The pids in the tree at the last reading."""

@@ -157,9 +157,18 @@ class ResourceMonitor:
             self.end_phase(name)
 
     def begin_phase(self, name: str) -> None:
-        """Open window ``name`` now (for phases reported by another process)."""
+        """Open window ``name`` now (for phases reported by another process).
+
+        The tree's kernel RSS high-water mark restarts here, so the phase's peak is exact
+        even between samples (``proc_hwm_rss_bytes`` is therefore the peak since the last
+        phase began).
+        """
         if not name or "/" in name:
             raise ConfigError(f"phase name must be non-empty and without '/', got {name!r}")
+        with self._lock:
+            for sampler in self._samplers:
+                if isinstance(sampler, ProcessTreeSampler):
+                    sampler.reset_high_water()
         self._open_phases[name] = self.sample_now()
 
     def end_phase(self, name: str) -> None:

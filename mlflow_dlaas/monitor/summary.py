@@ -58,6 +58,9 @@ def summarize(timeline: Timeline) -> dict[str, float]:
                 summary[f"{name}/{found.group(1)}_energy_joules"] = sum(
                     _integral(_within(samples, times, w), key) for w in spans
                 )
+    peaks = [v for k, v in summary.items() if k.endswith(f"/peak_{RSS}")]
+    if peaks:  # a phase's peak between samples is the run's too
+        summary[f"{RUN_PHASE}/peak_{RSS}"] = max(peaks)
     return summary
 
 
@@ -79,7 +82,8 @@ def _value_at(samples: tuple[Sample, ...], times: list[float], t: float, key: st
 
 def _high_water_reached(samples: tuple[Sample, ...], times: list[float], w: PhaseWindow
                         ) -> float:
-    """The kernel's RSS high-water mark if it rose inside ``w`` (a peak between samples)."""
+    """The kernel's RSS high-water mark if it rose inside ``w`` (a peak between samples;
+    the monitor restarts the mark where a phase begins)."""
     start, end = (_value_at(samples, times, t, HWM) for t in (w.start_s, w.end_s))
     return end if end > start else 0.0
 

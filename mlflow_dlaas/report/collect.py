@@ -54,7 +54,8 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
         query, scope = f"tags.`dlaas.study` = '{_quoted(study)}'", f"study {study}"
     runs = [r for r in _search(client, ids, query)
             if r.data.tags.get("dlaas.role") not in NOT_MEASUREMENTS
-            and r.data.tags.get("dlaas.entry") not in NOT_MEASUREMENTS]
+            and r.data.tags.get("dlaas.entry") not in NOT_MEASUREMENTS
+            and r.data.tags.get("dlaas.orphaned") != "true"]  # its trial's retry measured it
     if study is not None and not runs:
         raise ConfigError(f"no trial runs of study {study!r}; studies here: "
                           f"{', '.join(_study_names(client, ids)) or 'none'}")

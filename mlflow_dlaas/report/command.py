@@ -39,7 +39,12 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
     table = collect_runs(client, experiment=experiment, study=study)
     report = build_report(client, table, redact_uri(uri), asks,
                           include_disturbed=include_disturbed)
-    written = write_report(report, Path(output) if output else default_output(table.scope))
+    directory = Path(output) if output else default_output(table.scope)
+    try:
+        written = write_report(report, directory)
+    except OSError as e:
+        raise ConfigError(f"cannot write the report to {directory}: {e.strerror or e}; give "
+                          "--output a folder you can write to") from None
     run_id = log_report_run(client, report, written, _home_experiment(table)) if log_run else None
     return written, run_id
 

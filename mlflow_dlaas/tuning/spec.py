@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from mlflow.exceptions import MlflowException
+from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_experiment_name
 
+from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks import available_frameworks
-from mlflow_dlaas.inference.runtimes import RUNTIMES
+from mlflow_dlaas.inference.config import InferConfig
+from mlflow_dlaas.launch import projects_dir
 
 ENTRY_POINTS = ("train", "infer")
 SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
@@ -44,6 +47,13 @@ METRIC_ALIASES = {
 }
 #: The per-epoch metric a pruner watches, per entry point.
 PRUNING_METRIC = {"train": "test_accuracy"}
+#: Each entry point's own parser of its params (the workload's validation, no framework import).
+PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
+    "train": TrainConfig.from_params, "infer": InferConfig.from_params}
+#: The param naming the project's framework, given by the project itself, never by a spec.
+PROJECT_PARAM = {"train": "framework", "infer": "runtime"}
+#: MLflow keeps a run's name (the study's parent run is named after the study) in 250 characters.
+MAX_NAME_LENGTH = 250
 TOP_KEYS = {"name", "entry_point", "frameworks", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
             "replicates", "replicate_seeds", "env_manager", "seed", "experiment"}
@@ -139,7 +149,7 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
         frameworks = [frameworks]
     if not frameworks or not isinstance(frameworks, list):
         raise ConfigError("study spec: frameworks: give a list, e.g. [pytorch, tensorflow]")
-    known = available_frameworks() if entry == "train" else RUNTIMES
+    known = projects_with(entry)
     for fw in frameworks:
         if fw not in known:
             raise ConfigError(f"study spec: frameworks: unknown {entry} project {fw!r}; "
@@ -153,6 +163,7 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
         raise ConfigError(f"study spec: {', '.join(overlap)} is both fixed and searched; "
                           "keep it in one of fixed or search_space")
     _check_seed(fixed, space)
+    _check_params(entry, frameworks, fixed, space)
     objectives = tuple(_objective(i, o) for i, o in enumerate(_list(raw, "objectives")))
     if not objectives:
         raise ConfigError("study spec: objectives: give at least one, e.g. "
@@ -173,8 +184,11 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
                                   "categorical choices or a step")
     n_trials = _positive_int(raw, "n_trials", 10 if raw.get("timeout_s") is None else None)
     timeout_s = _positive_number(raw, "timeout_s", None)
+    name = str(raw.get("name") or default_name)
+    experiment = str(raw["experiment"]) if raw.get("experiment") else None
+    _check_names(name, experiment)
     return StudySpec(
-        name=str(raw.get("name") or default_name),
+        name=name,
         frameworks=tuple(frameworks),
         objectives=objectives,
         entry_point=entry,
@@ -189,8 +203,8 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
         replicates=_positive_int(raw, "replicates", 1),
         replicate_seeds=_choice(raw, "replicate_seeds", REPLICATE_SEEDS, "vary"),
         env_manager=_choice(raw, "env_manager", ENV_MANAGERS, "local"),
-        seed=raw.get("seed"),
-        experiment=str(raw["experiment"]) if raw.get("experiment") else None,
+        seed=_sampler_seed(raw.get("seed")),
+        experiment=experiment,
     )
 
 
@@ -203,6 +217,82 @@ def replicate_seed(trial_params: Mapping[str, Any], replicate: int, replicate_se
     """
     seed = int(trial_params.get("seed", DEFAULT_SEED))
     return seed + replicate if replicate_seeds == "vary" else seed
+
+
+def projects_with(entry_point: str) -> list[str]:
+    """The projects under ``projects/`` whose MLproject declares ``entry_point``."""
+    found = []
+    for mlproject in sorted(projects_dir().glob("*/MLproject")):
+        declared = (yaml.safe_load(mlproject.read_text()) or {}).get("entry_points") or {}
+        if entry_point in declared:
+            found.append(mlproject.parent.name)
+    return found
+
+
+def _check_params(entry: str, frameworks: Sequence[str], fixed: Mapping[str, Any],
+                  space: tuple[Dimension, ...]) -> None:
+    """Parse what the trials' entry points will be given, as their workload does: the fixed
+    values, then each searched value (bounds, a middle value, every choice) with the other
+    dimensions at their first value. Values travel as strings, as MLflow Projects passes them."""
+    project_param = PROJECT_PARAM[entry]
+    for key in ("framework", "runtime"):
+        if key in fixed or key in {d.name for d in space}:
+            raise ConfigError(f"study spec: {key}: the frameworks key chooses the project; "
+                              f"remove {key} from fixed and search_space")
+    parse = PARSERS[entry]
+
+    def check(where: str, params: Mapping[str, Any]) -> None:
+        too_long = [k for k, v in params.items() if len(str(v)) > MAX_PARAM_VAL_LENGTH]
+        if too_long:
+            raise ConfigError(f"study spec: {where}: the value of {too_long[0]} is longer than "
+                              f"the {MAX_PARAM_VAL_LENGTH} characters MLflow keeps of a param")
+        for fw in frameworks:
+            try:
+                parse({**{k: str(v) for k, v in params.items()}, project_param: fw})
+            except ConfigError as e:
+                raise ConfigError(f"study spec: {where}: {e}") from None
+
+    check("fixed", fixed)
+    first = {d.name: _samples(d)[0] for d in space}
+    for d in space:
+        for value in _samples(d):
+            check(f"search_space.{d.name}={value!r}", {**fixed, **first, d.name: value})
+
+
+def _samples(d: Dimension) -> tuple[Any, ...]:
+    """Values that stand for a dimension: every choice; the bounds and a middle value, off
+    whole numbers for a float range (so a float range on an integer parameter is caught)."""
+    if d.kind == "categorical":
+        return d.choices
+    if d.kind == "int":
+        return int(d.low), int(d.high)
+    middle = (d.low + d.high) / 2
+    if d.step is not None:
+        middle = d.low + d.step * math.floor((d.high - d.low) / d.step / 2)
+    elif d.low < math.floor(middle) + 0.5 < d.high:
+        middle = math.floor(middle) + 0.5
+    return d.low, middle, d.high
+
+
+def _check_names(name: str, experiment: str | None) -> None:
+    """The study names its parent run and (unless ``experiment``) its MLflow experiment."""
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(f"study spec: name: {len(name)} characters; MLflow keeps "
+                          f"{MAX_NAME_LENGTH} of a run's name: give a shorter name")
+    try:
+        _validate_experiment_name(experiment or name)
+    except MlflowException as e:
+        key = "experiment" if experiment else "name"
+        raise ConfigError(f"study spec: {key}: MLflow refuses it as an experiment name: "
+                          f"{e.message}") from None
+
+
+def _sampler_seed(value: Any) -> int | None:
+    """The samplers' seed: a whole number NumPy accepts, or absent."""
+    if value is not None and not (_is_whole(value) and 0 <= value < 2**32):
+        raise ConfigError(f"study spec: seed: must be a whole number from 0 to 2**32 - 1 "
+                          f"(or left out), got {value!r}")
+    return value
 
 
 def _check_seed(fixed: Mapping[str, Any], space: tuple[Dimension, ...]) -> None:
@@ -232,6 +322,9 @@ def _dimension(name: str, d: Any) -> Dimension:
         choices = d.get("choices")
         if not isinstance(choices, list) or not choices:
             raise ConfigError(f"study spec: {where}.choices: give a non-empty list")
+        if not all(c is None or isinstance(c, bool | int | float | str) for c in choices):
+            raise ConfigError(f"study spec: {where}.choices: each choice must be a number, "
+                              "string, true/false or null (write a list as '1,8,32')")
         return Dimension(name, kind, choices=tuple(choices))
     if kind not in ("float", "int"):
         raise ConfigError(f"study spec: {where}.type: {kind!r} is not one of float, int, "
@@ -302,6 +395,8 @@ def _positive_number(raw: Mapping[str, Any], key: str, default: float | None) ->
     value = raw.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"study spec: {key}: must be a number > 0, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            or not math.isfinite(value)):
+        raise ConfigError(f"study spec: {key}: must be a finite number of seconds > 0, "
+                          f"got {value!r}")
     return float(value)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
 import optuna
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.store_lock import first_use_lock, sqlite_path
 from mlflow_dlaas.tracking import redact_uri
 
 EMBEDDED_SQLITE = "optuna.db"
@@ -41,11 +43,14 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
 
 
 def _rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
-    """Optuna's RDB storage; retried, since workers starting together on a fresh database
-    race to create its tables and all but one see 'already exists'."""
+    """Optuna's RDB storage; workers starting together on a fresh database race to create
+    its tables and all but one see 'already exists': a SQLite file is opened under a file
+    lock, a database server with retries."""
+    path = sqlite_path(url)
     for attempt in range(1, attempts + 1):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            with first_use_lock(path) if path else contextlib.nullcontext():
+                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
         except ImportError as e:
             raise ConfigError(f"the database driver for {url.split(':', 1)[0]} is missing: "
                               "pip install 'mlflow-dlaas[postgres]'") from e

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import math
 import os
-import socket
 import statistics
 import sys
 import time
@@ -12,25 +12,40 @@ from typing import Any
 
 import mlflow
 import optuna
-from mlflow.entities import Param
+from mlflow.entities import Param, RunTag
 from optuna.trial import TrialState
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.ownership import owner_tags
+from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run, stop_on_signals
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
-from mlflow_dlaas.tuning.sampling import CONSTRAINTS_ATTR, make_pruner, make_sampler, suggest
+from mlflow_dlaas.tuning.recovery import (
+    HEARTBEAT_ATTR,
+    OWNER_ATTR,
+    REASON_ATTR,
+    RUN_IDS_ATTR,
+    adopt_grid_point,
+    counts,
+    give_up,
+    recover_stale_trials,
+)
+from mlflow_dlaas.tuning.sampling import (
+    CONSTRAINTS_ATTR,
+    grid_space,
+    make_pruner,
+    make_sampler,
+    suggest,
+)
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
 from mlflow_dlaas.tuning.storage import make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
 
 PARENT_ATTR = "mlflow_parent_run_id"
-HEARTBEAT_ATTR = "dlaas_heartbeat"
-RUN_IDS_ATTR = "mlflow_run_ids"
-REASON_ATTR = "fail_reason"
-RETRY_OF_ATTR = "retry_of"
 HEARTBEAT_EVERY_S = 5.0
-STALE_AFTER_S = 60.0
 PARENT_WAIT_S = 60.0
+#: How often a worker with nothing to ask looks again at the trials other workers run.
+OTHERS_POLL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -44,9 +59,12 @@ class StudySummary:
 
 
 def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummary:
-    """Run (or resume) the study until it has ``n_trials`` trials or ``timeout_s`` passes.
+    """Run (or resume) the study until ``n_trials`` trials count, the grid is measured, or
+    ``timeout_s`` passes.
 
     Any number of workers may run this at once on one storage; they share one parent run.
+    SIGINT, SIGTERM and SIGHUP stop it as Ctrl-C does: the trial's process tree is stopped,
+    the trial FAILS (to be retried by the next run) and the parent run ends KILLED.
     """
     target = configure_tracking()
     storage, where = make_storage(storage_url)
@@ -56,30 +74,59 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                      else ensure_experiment(spec.experiment or spec.name))
     study, created = _create_or_load(spec, storage)
     parent_id = _parent_run(study, spec, experiment_id, created)
-    mlflow.MlflowClient().update_run(parent_id, status="RUNNING")
     started = time.monotonic()
     progress = _Progress(spec, started)
-    while True:
-        _recover_stale_trials(study)
-        if spec.n_trials is not None and len(study.get_trials(deepcopy=False)) >= spec.n_trials:
-            break
-        if spec.timeout_s is not None and time.monotonic() - started >= spec.timeout_s:
-            break
-        trial = study.ask()
+    trial: optuna.Trial | None = None
+    with stop_on_signals():
         try:
-            state = _run_trial(study, trial, spec, experiment_id, parent_id)
-        except _GridExhausted:
-            progress.report(study, trial.number, study.trials[trial.number].state)
-            break
+            while True:
+                _claim_parent(parent_id)
+                recover_stale_trials(study)
+                step = _next_step(study, spec, started)
+                if step == "done":
+                    break
+                if step == "wait":
+                    time.sleep(OTHERS_POLL_S)
+                    continue
+                trial = study.ask()
+                state = _run_trial(study, trial, spec, experiment_id, parent_id)
+                progress.report(study, trial.number, state)
+                trial = None
+            summary = _finish(study, spec, parent_id)
         except BaseException as e:
             _abandon(study, trial, parent_id, e)
             raise
-        progress.report(study, trial.number, state)
-    summary = _finish(study, spec, parent_id)
     print(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
           f"{summary.failed} failed; parent run {parent_id}", file=sys.stderr)
     print(f"mlflow-dlaas: to browse: {target.ui_command()}", file=sys.stderr)
     return summary
+
+
+def _next_step(study: optuna.Study, spec: StudySpec, started: float) -> str:
+    """``ask`` a trial, ``wait`` for other workers' trials, or ``done``.
+
+    Trials given up (their worker stopped) do not count; their retries, waiting in the
+    queue, are asked first. A grid study is done when every grid point has a trial.
+    """
+    trials = study.get_trials(deepcopy=False)
+    counted = sum(counts(t) for t in trials)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    if spec.n_trials is not None and counted >= spec.n_trials:
+        return "done"
+    if spec.timeout_s is not None and time.monotonic() - started >= spec.timeout_s:
+        return "done"
+    if any(t.state == TrialState.WAITING for t in trials):
+        return "ask"
+    room = spec.n_trials is None or counted + running < spec.n_trials
+    if room and (spec.sampler != "grid" or _grid_points_left(spec, trials)):
+        return "ask"
+    return "wait" if running else "done"
+
+
+def _grid_points_left(spec: StudySpec, trials: list[optuna.trial.FrozenTrial]) -> int:
+    """Grid points no trial has taken yet."""
+    taken = {t.system_attrs["grid_id"] for t in trials if "grid_id" in t.system_attrs}
+    return math.prod(len(v) for v in grid_space(spec).values()) - len(taken)
 
 
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage
@@ -115,7 +162,7 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
         for key, value in tags.items():
             client.set_tag(launcher, key, value)
     else:
-        run = client.create_run(experiment_id, run_name=spec.name, tags=tags)
+        run = client.create_run(experiment_id, run_name=spec.name, tags={**tags, **owner_tags()})
     params = {"study_name": spec.name, "frameworks": ",".join(spec.frameworks),
               "entry_point": spec.entry_point, "sampler": spec.sampler, "pruner": spec.pruner,
               "n_trials": spec.n_trials, "timeout_s": spec.timeout_s,
@@ -128,13 +175,26 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
     return run.info.run_id
 
 
+def _claim_parent(parent_id: str) -> None:
+    """The parent run is RUNNING and owned by this worker (the last one to claim it)."""
+    client = mlflow.MlflowClient()
+    client.log_batch(parent_id, tags=[RunTag(k, v) for k, v in owner_tags().items()])
+    client.update_run(parent_id, status="RUNNING")
+
+
 def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
                parent_id: str) -> TrialState:
+    trial.set_user_attr(OWNER_ATTR, owner_tags())
+    adopt_grid_point(study, trial)
     params = suggest(trial, spec)
     framework = params.pop("framework", spec.frameworks[0])
     trial.set_user_attr("framework", framework)
-    trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
     last_beat = [0.0]
+    run_ids: list[str] = []
+
+    def on_created(run_id: str) -> None:  # recorded before its process starts
+        run_ids.append(run_id)
+        trial.set_user_attr(RUN_IDS_ATTR, list(run_ids))
 
     def heartbeat() -> None:
         if time.monotonic() - last_beat[0] >= HEARTBEAT_EVERY_S:
@@ -163,9 +223,9 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
                   "dlaas.trial_name": f"trial-{trial.number}-r{replicate}"},
             env_manager=spec.env_manager, timeout_s=spec.trial_timeout_s,
             on_progress=on_progress if replicate == 0 else None, heartbeat=heartbeat,
+            on_created=on_created,
         )
         outcomes.append(outcome)
-        trial.set_user_attr(RUN_IDS_ATTR, [o.run_id for o in outcomes])
         if outcome.status == "PRUNED":
             _tell(study, trial, state=TrialState.PRUNED)
             return TrialState.PRUNED
@@ -185,20 +245,16 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     return TrialState.COMPLETE
 
 
-class _GridExhausted(Exception):
-    """The grid sampler has visited every point; the trial was recorded."""
-
-
 def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float] | None = None,
           state: TrialState | None = None) -> None:
     """``study.tell``; Optuna's grid sampler calls ``study.stop()`` at the last grid point,
-    which only works inside ``optimize``: the trial is stored all the same, so end the loop."""
+    which only works inside ``optimize``: the trial is stored all the same, and the loop
+    itself sees when the grid is done."""
     try:
         study.tell(trial, values, state=state)
     except RuntimeError as e:
         if "Study.stop" not in str(e):
             raise
-        raise _GridExhausted from e
 
 
 def _aggregate(spec: StudySpec, outcomes: list[ChildOutcome]
@@ -227,42 +283,18 @@ def _fail(study: optuna.Study, trial: optuna.Trial, reason: str) -> TrialState:
     return TrialState.FAIL
 
 
-def _abandon(study: optuna.Study, trial: optuna.Trial, parent_id: str, error: BaseException
-             ) -> None:
-    """This worker is stopping mid-trial: fail the trial; end the parent if nothing else runs."""
+def _abandon(study: optuna.Study, trial: optuna.Trial | None, parent_id: str,
+             error: BaseException) -> None:
+    """This worker is stopping: give its trial up (to be retried); end the parent run if no
+    other worker runs a trial."""
     reason = f"the study worker stopped: {type(error).__name__}: {error}"
-    if study.trials[trial.number].state == TrialState.RUNNING:
-        _fail(study, trial, reason)
+    if trial is not None:
+        frozen = study._storage.get_trial(trial._trial_id)
+        if frozen.state == TrialState.RUNNING:
+            give_up(study, frozen, reason)
     if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        client = mlflow.MlflowClient()
-        client.set_tag(parent_id, "dlaas.failure_reason", reason[:5000])
-        client.set_terminated(parent_id, "KILLED" if isinstance(error, KeyboardInterrupt)
-                              else "FAILED")
-
-
-def _recover_stale_trials(study: optuna.Study) -> None:
-    """Fail RUNNING trials whose worker stopped beating (killed), and retry each once."""
-    now = time.time()
-    client = mlflow.MlflowClient()
-    for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        beat = frozen.user_attrs.get(HEARTBEAT_ATTR, frozen.datetime_start.timestamp())
-        if now - beat < STALE_AFTER_S:
-            continue
-        storage = study._storage
-        reason = f"worker {frozen.user_attrs.get('worker', '?')} stopped (no heartbeat)"
-        try:
-            storage.set_trial_user_attr(frozen._trial_id, REASON_ATTR, reason)
-            if not storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL):
-                continue
-        except RuntimeError:  # another worker recovered it first
-            continue
-        for run_id in frozen.user_attrs.get(RUN_IDS_ATTR, []):
-            if client.get_run(run_id).info.status == "RUNNING":
-                client.set_tag(run_id, "dlaas.failure_reason", reason)
-                client.set_terminated(run_id, "FAILED")
-        if RETRY_OF_ATTR not in frozen.user_attrs:
-            study.enqueue_trial(frozen.params, user_attrs={RETRY_OF_ATTR: frozen.number})
-        print(f"mlflow-dlaas: trial {frozen.number}: {reason}; marked FAILED", file=sys.stderr)
+        end_run(mlflow.MlflowClient(), parent_id,
+                "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED", reason)
 
 
 def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummary:
@@ -274,6 +306,8 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
     client.log_metric(parent_id, "trials_failed", count[TrialState.FAIL])
     client.log_metric(parent_id, "trials_pruned", count[TrialState.PRUNED])
     if not count[TrialState.RUNNING]:
+        if REASON_TAG in client.get_run(parent_id).data.tags:  # of an earlier, stopped run
+            client.delete_tag(parent_id, REASON_TAG)
         client.set_terminated(parent_id, "FINISHED")
     return StudySummary(spec.name, parent_id, count[TrialState.COMPLETE],
                         count[TrialState.FAIL], count[TrialState.PRUNED], best)
@@ -290,12 +324,12 @@ class _Progress:
     def report(self, study: optuna.Study, number: int, state: TrialState) -> None:
         self.done_here += 1
         trials = study.get_trials(deepcopy=False)
-        finished = sum(t.state.is_finished() for t in trials)
+        finished = sum(counts(t) for t in trials)
         elapsed = time.monotonic() - self.started
         per_trial = elapsed / self.done_here
         left = ""
         if self.spec.n_trials:
-            remaining = max(self.spec.n_trials - len(trials), 0)
+            remaining = max(self.spec.n_trials - finished, 0)
             left = f", about {remaining * per_trial / 60:.1f} min left"
             total = f"/{self.spec.n_trials}"
         else:

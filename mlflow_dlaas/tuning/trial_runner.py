@@ -15,7 +15,8 @@ from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run, stop_project_run
-from mlflow_dlaas.run_lifecycle import REASON_TAG
+from mlflow_dlaas.ownership import owner_tags
+from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
 
 POLL_S = 0.25
 
@@ -42,19 +43,24 @@ def run_child(
     timeout_s: float,
     on_progress: Callable[[str, int, float], bool] | None = None,
     heartbeat: Callable[[], None] | None = None,
+    on_created: Callable[[str], None] | None = None,
 ) -> ChildOutcome:
     """Launch the child and wait; ``on_progress(metric, step, value)`` returning True prunes.
 
-    Never leaves the child RUNNING: a timeout, a prune or an interrupt cancels the process
-    and terminates the run with the reason.
+    ``on_created(run_id)`` is called once the run exists, before its process starts. Never
+    leaves the child RUNNING: a timeout, a prune or an interrupt cancels the process and
+    terminates the run with the reason. The run's owner is this process until the entry
+    point takes it over.
     """
     client = mlflow.MlflowClient()
     run = client.create_run(
         experiment_id,
         run_name=tags.get("dlaas.trial_name"),
-        tags={MLFLOW_PARENT_RUN_ID: parent_run_id, **tags},
+        tags={MLFLOW_PARENT_RUN_ID: parent_run_id, **owner_tags(), **tags},
     )
     run_id = run.info.run_id
+    if on_created is not None:
+        on_created(run_id)
     # Logged here, so that a trial that fails before logging anything still shows its params.
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
     try:
@@ -85,9 +91,9 @@ def run_child(
             # returns as soon as the process ends: no poll interval lost per trial
             with contextlib.suppress(subprocess.TimeoutExpired):
                 submitted.command_proc.wait(timeout=POLL_S)
-    except BaseException:
+    except BaseException as e:
         stop_project_run(submitted)
-        _end(client, run_id, "KILLED", "the study worker was interrupted")
+        _end(client, run_id, "KILLED", f"the study worker stopped: {type(e).__name__}: {e}")
         raise
     end_orphaned_run(client, submitted)
     final = client.get_run(run_id)
@@ -99,9 +105,7 @@ def run_child(
 
 
 def _end(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> ChildOutcome:
-    client.set_tag(run_id, REASON_TAG, reason)
-    run_status = "KILLED" if status in ("PRUNED", "KILLED") else "FAILED"
-    client.set_terminated(run_id, run_status)
+    end_run(client, run_id, "KILLED" if status in ("PRUNED", "KILLED") else "FAILED", reason)
     return ChildOutcome(run_id, status, dict(client.get_run(run_id).data.metrics), reason)
 
 

@@ -211,10 +211,9 @@ class _Supervision:
         return verdict
 
     def _log_kernel_accounting(self, usage: Any) -> None:
-        """The kernel's own figures for the worker's whole life (saving included)."""
+        """The kernel's CPU time of the worker's whole life (saving included)."""
         if usage is not None:
-            mlflow.log_metrics({"worker/kernel_max_rss_bytes": usage.ru_maxrss * 1024.0,
-                                "worker/kernel_cpu_seconds": usage.ru_utime + usage.ru_stime})
+            mlflow.log_metric("worker/kernel_cpu_seconds", usage.ru_utime + usage.ru_stime)
 
     def _tail(self) -> str:
         return "".join(list(self.output)[-TAIL_LINES:]).rstrip() or "(no output)"

@@ -110,3 +110,23 @@ def test_digits_and_synthetic_load_offline() -> None:
 def test_unknown_dataset_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match="unknown dataset 'imagenet'.*mnist5k"):
         load_dataset("imagenet")
+
+
+def test_corrupt_gzip_and_swapped_idx_files_are_one_line_errors(tmp_path: Path) -> None:
+    directory = make_idx_dir(tmp_path / "mnist", gz=True)
+    images = directory / (FILES["x_test"] + ".gz")
+    packed = images.read_bytes()
+    images.write_bytes(packed[:10] + bytes(b ^ 0xFF for b in packed[10:-8]) + packed[-8:])
+    with pytest.raises(ConfigError, match="cannot read IDX file .*; download it again"):
+        load_dataset("mnist", data_dir=directory)
+    images.write_bytes(packed[: len(packed) // 2])  # cut short
+    with pytest.raises(ConfigError, match="cannot read IDX file"):
+        load_dataset("mnist", data_dir=directory)
+    labels = directory / (FILES["y_test"] + ".gz")
+    images.write_bytes(labels.read_bytes())  # labels where the images belong
+    with pytest.raises(ConfigError, match="t10k-images-idx3-ubyte holds 1-D data"):
+        load_dataset("mnist", data_dir=directory)
+    huge = bytes([0, 0, 0x08, 3]) + (2**31).to_bytes(4, "big") * 3
+    images.write_bytes(gzip.compress(huge))
+    with pytest.raises(ConfigError, match="is corrupt: header says"):
+        load_dataset("mnist", data_dir=directory)

@@ -10,6 +10,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from tests.conftest import runs_of
 from tests.report.conftest import STUDY, Measured
 
 
@@ -183,3 +184,17 @@ def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
                 "--output", str(tmp_path / "empty"), "--no-run")
     assert done.returncode == 0, done.stderr
     assert "No runs in experiment" in (tmp_path / "empty" / "report.md").read_text()
+
+
+def test_an_unwritable_output_is_a_one_line_error_and_logs_no_run(
+        tracking: str, cli_path: str, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = subprocess.run([cli_path, "compare", "--experiment", tracking, "--output",
+                           str(blocker / "report")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"mlflow-dlaas: error: cannot write the report to {blocker / 'report'}: Not a directory; "
+        "give --output a folder you can write to")
+    assert "Traceback" not in done.stderr
+    assert runs_of(tracking) == []

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
@@ -18,9 +21,9 @@ pytestmark = pytest.mark.slow
 SECRET = f"pw-{uuid.uuid4().hex}"
 
 
-def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
-    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def auth_server(tmp_path: Path) -> Iterator[str]:
+    """A real `mlflow server` with basic authentication: user admin, password SECRET."""
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the trials train with PyTorch (extra: torch)")
     config = tmp_path / "basic_auth.ini"
@@ -30,10 +33,17 @@ def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
     server_env = {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": SECRET,
                   "MLFLOW_FLASK_SERVER_SECRET_KEY": uuid.uuid4().hex}
-    name = f"auth-{uuid.uuid4().hex[:6]}"
-    spec = write_spec(tmp_path, name=name, n_trials=1)
     with mlflow_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts",
                        "--app-name", "basic-auth", env=server_env) as url:
+        yield url
+
+
+def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
+    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"auth-{uuid.uuid4().hex[:6]}"
+    spec = write_spec(tmp_path, name=name, n_trials=1)
+    with auth_server(tmp_path) as url:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_AUTH")}
         env.update(MLFLOW_TRACKING_URI=url, MLFLOW_TRACKING_USERNAME="admin")
         refused = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o1.db'}",
@@ -48,16 +58,47 @@ def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
 
         monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
-        client = mlflow.MlflowClient(url)
-        experiment = client.get_experiment_by_name(name)
-        runs = client.search_runs([experiment.experiment_id])
-        assert len(runs) == 2  # the study and its trial
-        for run in runs:
-            recorded = json.dumps([run.data.params, run.data.tags])
-            assert SECRET not in recorded
-            for artifact in _walk(client, run.info.run_id, ""):
-                local = client.download_artifacts(run.info.run_id, artifact, str(tmp_path))
-                assert SECRET.encode() not in Path(local).read_bytes(), artifact
+        assert len(_assert_nothing_recorded(url, name, tmp_path)) == 2  # the study, its trial
+
+
+def test_a_password_in_the_tracking_uri_is_never_printed_or_recorded(
+    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"uri-{uuid.uuid4().hex[:6]}"
+    spec = write_spec(tmp_path, name=name, n_trials=1)
+    with auth_server(tmp_path) as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+        env["MLFLOW_TRACKING_URI"] = url.replace("http://", f"http://admin:{SECRET}@")
+        outputs = [study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o.db'}",
+                             env=env, timeout=600)]
+        for command in (["monitor", "--experiment", name, "--", "true"],
+                        ["compare", "--experiment", name, "--output", str(tmp_path / "report")]):
+            outputs.append(subprocess.run([cli_path, *command], env=env, cwd=tmp_path,
+                                          capture_output=True, text=True, timeout=300))
+        for out in outputs:
+            assert out.returncode == 0, out.stderr[-3000:]
+            assert SECRET not in out.stdout + out.stderr
+        assert "to browse: open http://admin:***@127.0.0.1" in outputs[0].stderr
+        for written in (tmp_path / "report").rglob("*"):
+            assert written.is_dir() or SECRET.encode() not in written.read_bytes(), written
+
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
+        assert len(_assert_nothing_recorded(url, name, tmp_path)) == 4  # + monitor, report
+
+
+def _assert_nothing_recorded(url: str, experiment: str, tmp_path: Path
+                             ) -> list[mlflow.entities.Run]:
+    """No param, tag or artifact of the experiment's runs holds SECRET; returns the runs."""
+    client = mlflow.MlflowClient(url)
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    for run in runs:
+        recorded = json.dumps([run.data.params, run.data.tags])
+        assert SECRET not in recorded
+        for artifact in _walk(client, run.info.run_id, ""):
+            local = client.download_artifacts(run.info.run_id, artifact, str(tmp_path))
+            assert SECRET.encode() not in Path(local).read_bytes(), artifact
+    return runs
 
 
 def _walk(client: mlflow.MlflowClient, run_id: str, path: str) -> list[str]:

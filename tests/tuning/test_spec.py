@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.tuning.spec import load_spec, parse_spec, replicate_seed
@@ -130,3 +133,75 @@ def test_every_example_spec_is_valid() -> None:
     assert examples
     for path in examples:
         assert load_spec(path).name
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"fixed": {"lerning_rate": 0.1}},
+         "fixed: unknown training parameter.*lerning_rate; valid: .*learning_rate"),
+        ({"fixed": {"model": "lenet6"}}, "fixed: unknown model 'lenet6'; choose one of"),
+        ({"fixed": {"dataset": "imagenet"}}, "fixed: unknown dataset 'imagenet'"),
+        ({"fixed": {"momentum": 1.5}}, r"fixed: momentum must be in \[0, 1\)"),
+        ({"fixed": {"bad key!": 1}}, "fixed: unknown training parameter.*bad key!"),
+        ({"fixed": {"framework": "tensorflow"}}, "framework: the frameworks key chooses"),
+        ({"fixed": {"data_dir": "x" * 7000}}, "longer than the 6000 characters"),
+        ({"search_space": {"batch_size": {"type": "int", "low": 0, "high": 64}}},
+         "search_space.batch_size=0: batch_size must be > 0"),
+        ({"search_space": {"batch_size": {"type": "float", "low": 8, "high": 64}}},
+         "search_space.batch_size=36.5: batch_size must be an integer"),
+        ({"search_space": {"optimizer": ["sgd", "adamw"]}},
+         "search_space.optimizer='adamw': optimizer must be one of sgd, adam"),
+        ({"search_space": {"batch_sizes": [[1, 8], [32]]}},
+         "search_space.batch_sizes.choices: each choice must be a number"),
+        ({"seed": "abc"}, "seed: must be a whole number from 0 to 2\\*\\*32 - 1"),
+        ({"seed": -1}, "seed: must be a whole number"),
+        ({"seed": 1.5}, "seed: must be a whole number"),
+        ({"timeout_s": float("inf")}, "timeout_s: must be a finite number of seconds > 0"),
+        ({"timeout_s": float("nan")}, "timeout_s: must be a finite number"),
+        ({"trial_timeout_s": float("inf")}, "trial_timeout_s: must be a finite number"),
+        ({"name": "n" * 251}, "name: 251 characters; MLflow keeps 250"),
+        ({"experiment": "e" * 501}, "experiment: MLflow refuses it as an experiment name"),
+        ({"entry_point": "infer", "frameworks": ["onnxruntime"],
+          "fixed": {"batch_sizes": "1,x"}}, "fixed: batch_sizes must be an integer"),
+        ({"entry_point": "infer", "frameworks": ["onnxruntime"],
+          "fixed": {"model": "lenet6"}}, "fixed: unknown model 'lenet6'"),
+        ({"entry_point": "infer", "frameworks": ["onnxruntime"], "fixed": {},
+          "search_space": {"scenarios": ["offline", "batch"]}},
+         "search_space.scenarios='batch': scenarios"),
+    ],
+)
+def test_values_are_checked_as_the_entry_point_reads_them(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_spec({**GOOD, **change})
+
+
+def test_valid_values_of_the_entry_points_pass() -> None:
+    spec = parse_spec({**GOOD, "seed": 7, "timeout_s": 60,
+                       "fixed": {"model": "mlp", "dataset": "digits", "log_model": False,
+                                 "intra_op_threads": 1, "preset": "torch_mnist"},
+                       "search_space": {"batch_size": {"type": "int", "low": 8, "high": 64},
+                                        "momentum": {"type": "float", "low": 0, "high": 0.9}}})
+    assert spec.seed == 7 and spec.timeout_s == 60.0
+    infer = parse_spec({**GOOD, "entry_point": "infer", "frameworks": ["onnxruntime"],
+                        "fixed": {"batch_sizes": "1,8", "model": "resnet18"},
+                        "search_space": {"intra_op_threads": [1, 2]}})
+    assert infer.fixed["batch_sizes"] == "1,8"
+
+
+@pytest.mark.parametrize("spec", [
+    {"fixed": {"lerning_rate": 0.1}},
+    {"seed": "abc"},
+])
+def test_a_bad_spec_exits_2_in_one_line_and_creates_nothing(
+    cli_path: str, tmp_path: Path, spec: dict
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**GOOD, **spec}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    out = subprocess.run([cli_path, "study", str(path)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("mlflow-dlaas: error: study spec: ")
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no store, no study

@@ -1,0 +1,116 @@
+"""Trials whose worker stopped: failed, retried with the same parameters, their runs marked.
+
+A trial's worker records itself as the trial's owner (host, PID, process start time) and
+refreshes a heartbeat. A RUNNING trial is given up when its owner is provably dead (this
+host, PID gone or reused: at once) or, where that cannot be proved (another host), when its
+heartbeat is older than :data:`STALE_AFTER_S`. A trial given up does not count toward
+``n_trials``: its retry takes its place. Its child runs are tagged :data:`ORPHANED_TAG` (their
+measurements are the retry's to make) and none stays RUNNING.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable
+
+import mlflow
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from mlflow_dlaas.launch import stop_process_tree
+from mlflow_dlaas.ownership import Owner
+from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
+
+HEARTBEAT_ATTR = "dlaas_heartbeat"
+OWNER_ATTR = "dlaas_owner"
+RUN_IDS_ATTR = "mlflow_run_ids"
+REASON_ATTR = "fail_reason"
+RETRY_OF_ATTR = "retry_of"
+#: set on a trial failed because its worker stopped: it does not count toward n_trials
+GIVEN_UP_ATTR = "dlaas_worker_stopped"
+#: on child runs of a given-up trial: reports leave them out of the replicates
+ORPHANED_TAG = "dlaas.orphaned"
+STALE_AFTER_S = 60.0
+#: Optuna's grid sampler keeps a trial's grid point in these system attributes.
+GRID_ATTRS = ("search_space", "grid_id")
+
+
+def counts(trial: FrozenTrial) -> bool:
+    """Whether the trial counts toward ``n_trials``: complete, pruned, or failed on its own."""
+    if trial.state == TrialState.FAIL:
+        return not trial.user_attrs.get(GIVEN_UP_ATTR, False)
+    return trial.state in (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def recover_stale_trials(study: optuna.Study) -> None:
+    """Give up the RUNNING trials whose worker is provably dead or silent for too long."""
+    now = time.time()
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        reason = _why_stale(frozen, now)
+        if reason is not None:
+            give_up(study, frozen, reason)
+
+
+def _why_stale(trial: FrozenTrial, now: float) -> str | None:
+    owner = Owner.from_tags(trial.user_attrs.get(OWNER_ATTR, {}))
+    dead = owner.is_dead() if owner is not None else None
+    if dead is not None:
+        return f"its worker, {owner.describe()}, is gone" if dead else None
+    beat = trial.user_attrs.get(HEARTBEAT_ATTR, trial.datetime_start.timestamp())
+    if now - beat < STALE_AFTER_S:
+        return None
+    who = f", {owner.describe()}," if owner is not None else ""
+    return f"its worker{who} stopped (no heartbeat for {STALE_AFTER_S:.0f} s)"
+
+
+def give_up(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
+    """Fail ``trial`` because its worker stopped, enqueue its retry, end and mark its runs.
+
+    Returns False when another worker got there first (the trial had finished).
+    """
+    storage = study._storage
+    try:
+        storage.set_trial_user_attr(trial._trial_id, REASON_ATTR, reason[:2000])
+        storage.set_trial_user_attr(trial._trial_id, GIVEN_UP_ATTR, True)
+        if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+            return False
+    except RuntimeError:  # finished meanwhile: recovered by another worker, or told
+        return False
+    study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number})
+    orphan_runs(trial.user_attrs.get(RUN_IDS_ATTR, []), reason)
+    print(f"mlflow-dlaas: trial {trial.number} failed: {reason}; it will be retried",
+          file=sys.stderr)
+    return True
+
+
+def orphan_runs(run_ids: Iterable[str], reason: str) -> None:
+    """Tag the runs :data:`ORPHANED_TAG`; end one still RUNNING KILLED with ``reason``,
+    stopping its process first where that can be done from here (same host)."""
+    client = mlflow.MlflowClient()
+    for run_id in run_ids:
+        client.set_tag(run_id, ORPHANED_TAG, "true")
+        run = client.get_run(run_id)
+        if run.info.status != "RUNNING":
+            continue
+        client.set_tag(run_id, REASON_TAG, reason[:5000])  # the entry point keeps it
+        owner = Owner.from_tags(run.data.tags)
+        if owner is not None and owner.pid != os.getpid() and owner.is_dead() is False:
+            stop_process_tree(owner.pid)  # the entry point ends its run KILLED on SIGTERM
+        if client.get_run(run_id).info.status == "RUNNING":
+            end_run(client, run_id, "KILLED", reason)
+
+
+def adopt_grid_point(study: optuna.Study, retry: optuna.Trial) -> None:
+    """Give a retry its original trial's grid point, so that Optuna's grid sampler counts
+    the point once and never asks for it again."""
+    original = retry.user_attrs.get(RETRY_OF_ATTR)
+    if original is None:
+        return
+    storage = study._storage
+    attrs = storage.get_trial_system_attrs(
+        storage.get_trial_id_from_study_id_trial_number(study._study_id, original))
+    for key in GRID_ATTRS:
+        if key in attrs:
+            storage.set_trial_system_attr(retry._trial_id, key, attrs[key])

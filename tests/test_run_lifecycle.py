@@ -1,0 +1,102 @@
+"""Runs that always end: stopped by a signal, or ended KILLED once their owner died."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.ownership import Owner, _start_token, owner_tags
+from mlflow_dlaas.run_lifecycle import (
+    REASON_TAG,
+    Stopped,
+    end_runs_of_dead_owners,
+    failing_run_guard,
+    stop_on_signals,
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_raises_stopped_once(signum: int) -> None:
+    before = signal.getsignal(signum)
+    with pytest.raises(Stopped) as stopped, stop_on_signals():
+        try:
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # interrupted
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # a second signal during cleanup: ignored
+    assert stopped.value.signum == signum
+    assert isinstance(stopped.value, KeyboardInterrupt)
+    assert f"stopped by signal {signal.Signals(signum).name}" in str(stopped.value)
+    assert signal.getsignal(signum) == before
+
+
+def test_runs_whose_owner_died_are_ended_killed(tracking: str) -> None:
+    me = Owner.this_process()
+    if not me.start:
+        pytest.skip("process start times are read from Linux's /proc")
+    client = mlflow.MlflowClient()
+    experiment_id = mlflow.get_experiment_by_name(tracking).experiment_id
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = replace(me, pid=process.pid, start=_start_token(process.pid))
+    process.kill()
+    process.wait()
+    owners = {"dead": dead.tags(), "mine": owner_tags(),
+              "elsewhere": {**dead.tags(), "dlaas.owner_host": "another-host"}, "none": {}}
+    runs = {name: client.create_run(experiment_id, tags=tags).info.run_id
+            for name, tags in owners.items()}
+
+    ended = end_runs_of_dead_owners(client)
+
+    assert runs["dead"] in ended
+    run = client.get_run(runs["dead"])
+    assert run.info.status == "KILLED"
+    assert run.data.tags[REASON_TAG] == (
+        f"its owner, process {process.pid} on {me.host}, died without ending it")
+    for name in ("mine", "elsewhere", "none"):
+        assert client.get_run(runs[name]).info.status == "RUNNING"
+        client.set_terminated(runs[name])
+
+
+def test_a_run_started_under_the_guard_names_its_owner(tracking: str) -> None:
+    with failing_run_guard(run_name="owned") as run:
+        pass
+    tags = mlflow.MlflowClient().get_run(run.info.run_id).data.tags
+    assert Owner.from_tags(tags) == Owner.this_process()
+
+
+def test_a_monitor_killed_with_sigkill_has_its_run_ended_by_the_next_command(
+    cli_path: str, tracking: str
+) -> None:
+    import psutil
+
+    from tests.conftest import runs_of
+
+    monitor = subprocess.Popen([cli_path, "monitor", "--experiment", tracking, "--",
+                                "sleep", "30"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not runs_of(tracking) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    command = psutil.Process(monitor.pid).children(recursive=True)
+    monitor.kill()
+    monitor.wait()
+    for process in command:  # `sleep` outlives its monitor: not what is tested here
+        process.kill()
+    (run,) = runs_of(tracking)
+    assert run.info.status == "RUNNING"
+
+    later = subprocess.run([cli_path, "monitor", "--experiment", tracking, "--", "true"],
+                           capture_output=True, text=True, timeout=120)
+
+    assert later.returncode == 0, later.stderr
+    assert "whose owner process died" in later.stderr and run.info.run_id in later.stderr
+    ended = mlflow.MlflowClient().get_run(run.info.run_id)
+    assert ended.info.status == "KILLED"
+    assert f"process {monitor.pid}" in ended.data.tags[REASON_TAG]

@@ -1,0 +1,93 @@
+"""Where runs are tracked: credentials never shown, an unreachable store refused in seconds."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from mlflow_dlaas.errors import TrackingUnavailableError
+from mlflow_dlaas.tracking import (
+    SUPPRESS_URL_ENV,
+    TrackingTarget,
+    check_reachable,
+    quiet_run_links,
+    redact_text,
+)
+
+SECRET = "s3cret-pw"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_browse_hint_hides_the_password() -> None:
+    target = TrackingTarget(uri=f"http://alice:{SECRET}@host:5000", embedded=False)
+    assert target.ui_command() == "open http://alice:***@host:5000 in a browser"
+    db = TrackingTarget(uri=f"postgresql://bob:{SECRET}@db/mlflow", embedded=False)
+    assert db.ui_command() == "mlflow ui --backend-store-uri postgresql://bob:***@db/mlflow"
+
+
+def test_every_uri_in_a_message_is_redacted() -> None:
+    text = (f"API request to http://alice:{SECRET}@host:5000/api/2.0/mlflow/runs/get failed; "
+            f"storage 'postgresql://bob:{SECRET}@db/optuna' and https://host/x?token={SECRET}")
+    shown = redact_text(text)
+    assert SECRET not in shown
+    assert "http://alice:***@host:5000/api/2.0/mlflow/runs/get failed" in shown
+    assert "'postgresql://bob:***@db/optuna'" in shown
+    plain = "sqlite:////tmp/mlflow.db, no secret"
+    assert redact_text(plain) == plain
+
+
+def test_mlflows_run_links_are_switched_off_only_for_uris_with_credentials(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SUPPRESS_URL_ENV, raising=False)
+    quiet_run_links("http://host:5000")
+    assert SUPPRESS_URL_ENV not in os.environ
+    quiet_run_links(f"http://alice:{SECRET}@host:5000")
+    assert os.environ[SUPPRESS_URL_ENV] == "true"
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgresql+psycopg", "http", "mysql"])
+def test_an_unreachable_store_is_refused_within_the_bound(scheme: str) -> None:
+    uri = f"{scheme}://nobody:{SECRET}@127.0.0.1:{_closed_port()}/x"
+    started = time.monotonic()
+    with pytest.raises(TrackingUnavailableError, match="cannot reach the tracking store") as e:
+        check_reachable(uri, within_s=1.5)
+    assert time.monotonic() - started < 5
+    assert SECRET not in str(e.value) and "nobody:***@127.0.0.1" in str(e.value)
+
+
+def test_local_stores_pass_at_once() -> None:
+    for uri in ("sqlite:////tmp/none.db", "file:///tmp/mlruns", "/tmp/mlruns", "databricks"):
+        check_reachable(uri, within_s=0.1)
+
+
+def test_a_listening_server_passes() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_reachable(f"http://127.0.0.1:{server.getsockname()[1]}", within_s=1)
+
+
+@pytest.mark.slow
+def test_monitor_says_the_store_is_unreachable_instead_of_retrying(cli_path: str) -> None:
+    uri = f"postgresql://nobody@127.0.0.1:{_closed_port()}/x"
+    started = time.monotonic()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
+           "MLFLOW_TRACKING_URI": uri}
+    out = subprocess.run([cli_path, "monitor", "--", "true"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 1
+    assert time.monotonic() - started < 30
+    assert out.stderr.strip().splitlines() == [
+        f"mlflow-dlaas: error: cannot reach the tracking store {uri} within 10 s "
+        "(Connection refused); start it, fix MLFLOW_TRACKING_URI, or unset it to track in the "
+        "embedded store here"]
