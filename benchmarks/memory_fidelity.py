@@ -7,12 +7,14 @@ ONNX Runtime, OpenVINO): the measured scenarios' peak against ``bare/infer_lenet
 Fresh processes, alternating. Goal: within max(5 %, 20 MiB) of the bare script. The whole
 processes' peaks are printed beside (ours: the worker's ``run`` phase; bare: ``wait4``).
 
-    .venv/bin/python benchmarks/memory_fidelity.py [--rounds 3] [--skip-training|--skip-inference]
+    .venv/bin/python benchmarks/memory_fidelity.py [--rounds 3] [--frameworks pytorch ...]
+        [--runtimes onnxruntime ...]   (an empty list skips that part)
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -35,25 +37,23 @@ def report(label: str, mine: list, theirs: list) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--skip-training", action="store_true")
-    parser.add_argument("--skip-inference", action="store_true")
+    parser.add_argument("--frameworks", nargs="*", default=["pytorch", "tensorflow", "mxnet"])
+    parser.add_argument("--runtimes", nargs="*",
+                        default=["pytorch", "tensorflow", "onnxruntime", "openvino"])
     args = parser.parse_args()
-    import sys
-
-    if not args.skip_training:
-        pythons = {"pytorch": sys.executable, "tensorflow": sys.executable,
-                   "mxnet": mxnet_python()}
-        for framework, python in pythons.items():
+    if args.frameworks:
+        for framework in args.frameworks:
+            python = mxnet_python() if framework == "mxnet" else sys.executable
             if python is None:
                 print(f"train {framework}: skipped, no MXNet environment (run "
                       "`mlflow run projects/mxnet --env-manager virtualenv` once)")
                 continue
             report(f"train {framework}", *alternate(*train_pair(framework, python),
                                                     args.rounds))
-    if not args.skip_inference:
+    if args.runtimes:
         with tempfile.TemporaryDirectory() as tmp:
             onnx = fresh_onnx(Path(tmp))
-            for runtime in ("pytorch", "tensorflow", "onnxruntime", "openvino"):
+            for runtime in args.runtimes:
                 report(f"infer {runtime}", *alternate(*infer_pair(runtime, onnx),
                                                       args.rounds))
 

@@ -16,6 +16,7 @@ import mlflow
 from mlflow.entities import Param, Run
 
 from mlflow_dlaas.ownership import OWNER_HOST_TAG, Owner, owner_tags
+from mlflow_dlaas.tracking import redact_text
 
 REASON_TAG = "dlaas.failure_reason"
 #: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
@@ -56,7 +57,7 @@ def stop_on_signals() -> Iterator[None]:
 
 def end_run(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> None:
     """End ``run_id`` with ``status`` (FAILED, KILLED) and the reason in :data:`REASON_TAG`."""
-    client.set_tag(run_id, REASON_TAG, reason[:5000])
+    client.set_tag(run_id, REASON_TAG, redact_text(reason)[:5000])
     client.set_terminated(run_id, status)
 
 
@@ -77,8 +78,10 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
         client = mlflow.MlflowClient()
         if REASON_TAG not in client.get_run(run.info.run_id).data.tags:
             with contextlib.suppress(Exception):
-                client.set_tag(run.info.run_id, REASON_TAG, f"{type(e).__name__}: {e}"[:5000])
-                client.log_text(run.info.run_id, traceback.format_exc(), "failure.txt")
+                client.set_tag(run.info.run_id, REASON_TAG,
+                               redact_text(f"{type(e).__name__}: {e}")[:5000])
+                client.log_text(run.info.run_id, redact_text(traceback.format_exc()),
+                                "failure.txt")
         if owned:
             mlflow.end_run("KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
         raise

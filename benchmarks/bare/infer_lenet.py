@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from collections.abc import Callable
 
 import numpy as np
+from kernel_peak import peak_rss_bytes, restart_peak
 
 MIN_QUERIES, MIN_SECONDS, WARMUP, OFFLINE_BATCH = 300, 1.0, 20, 64
 
@@ -67,17 +67,6 @@ def openvino(path: str) -> Callable[[np.ndarray], np.ndarray]:
         return request.infer({0: x})[compiled.output(0)]
 
     return predict
-
-
-def restart_peak() -> None:
-    """Restart the kernel's peak-RSS mark (Linux), so the next read is the window's own."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def peak_rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) * 1024
 
 
 def latencies_ms(predict: Callable[[np.ndarray], np.ndarray], batches: list[np.ndarray]

@@ -15,26 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from collections.abc import Callable
 
 import numpy as np
+from kernel_peak import peak_rss_bytes, restart_peak
 
 BATCH, WARMUP_STEPS, LR, MOMENTUM, EVAL_BATCH = 64, 5, 0.01, 0.9, 500
 Epoch = Callable[[np.ndarray, np.ndarray], None]
 Predict = Callable[[np.ndarray], np.ndarray]
-
-
-def restart_peak() -> None:
-    """Restart the kernel's peak-RSS mark (Linux), so the next read is the window's own."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def peak_rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) * 1024
 
 
 def mnist() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE, run_id_from
+from mlflow_dlaas.tracking import redact_text
 
 
 def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Path:
@@ -25,8 +26,8 @@ def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Pat
     try:
         run = mlflow.MlflowClient().get_run(run_id)
     except MlflowException as e:
-        raise ConfigError(f"training run {run_id} does not exist in "
-                          f"{mlflow.get_tracking_uri()}: {e.message}") from None
+        raise ConfigError(redact_text(f"training run {run_id} does not exist in "
+                                      f"{mlflow.get_tracking_uri()}: {e.message}")) from None
     params = run.data.params
     if "model" not in params or "input_shape" not in params:
         raise ConfigError(f"run {run_id} is not an mlflow-dlaas training run (no model / "

@@ -70,8 +70,10 @@ def fresh_inputs(shape: tuple[int, int, int], seed: int, n: int = REFERENCE_SAMP
 
 
 def fresh_torch_source(model: str, shape: tuple[int, int, int] | None, seed: int,
-                       workdir: Path) -> ModelSource:
-    """Build ``model`` in PyTorch with random weights, export ONNX, compute the reference."""
+                       workdir: Path | None) -> ModelSource:
+    """Build ``model`` in PyTorch with random weights and compute the reference; export it
+    to ONNX in ``workdir`` when given (the exporter's imports cost memory where the module
+    itself is served)."""
     from mlflow_dlaas._imports import import_optional
     from mlflow_dlaas.frameworks.pytorch import build_module
     from mlflow_dlaas.models.resnet import build_resnet18
@@ -90,8 +92,9 @@ def fresh_torch_source(model: str, shape: tuple[int, int, int] | None, seed: int
     inputs = fresh_inputs(shape, seed)
     with torch.inference_mode():
         outputs = module(torch.from_numpy(inputs)).numpy()
-    onnx_path = workdir / "model.onnx"
-    export_torch_onnx(torch, module, inputs, onnx_path)
+    onnx_path = None if workdir is None else workdir / "model.onnx"
+    if onnx_path is not None:
+        export_torch_onnx(torch, module, inputs, onnx_path)
     return ModelSource(model, shape, classes, inputs, outputs, "pytorch", spec,
                        onnx_path=onnx_path, torch_module=module)
 
@@ -145,10 +148,3 @@ def log_reference(directory: Path, inputs: np.ndarray, outputs: np.ndarray) -> N
     """Write the reference arrays beside an ONNX export (done by training runs)."""
     np.save(directory / "reference_inputs.npy", inputs)
     np.save(directory / "reference_outputs.npy", outputs)
-
-
-def workdir() -> Path:
-    """A fresh folder inside the run's own, which the entry removes when the run ends."""
-    from mlflow_dlaas.worker.channel import worker_dir
-
-    return worker_dir()

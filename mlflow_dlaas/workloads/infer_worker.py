@@ -15,7 +15,6 @@ import csv
 import logging
 import multiprocessing
 import os
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -25,9 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.environment import as_tags, fingerprint
-from mlflow_dlaas.errors import DlaasError
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
@@ -40,11 +37,11 @@ from mlflow_dlaas.inference.source import (
     fresh_torch_source,
     parse_shape,
     run_source,
-    workdir,
 )
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
+from mlflow_dlaas.worker.main import serve
 
 log = logging.getLogger(__name__)
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
@@ -53,15 +50,14 @@ CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
 Measured = list[tuple[str, int, LatencyResult]]
 
 
-def resolve_source(config: InferConfig, runtime: InferenceRuntime, directory: Path
-                   ) -> ModelSource:
+def resolve_source(config: InferConfig, runtime: InferenceRuntime) -> ModelSource:
     """The model to serve: prepared by the entry (a training run's, or a fresh ONNX export),
     or built here from its spec by the runtime's own framework."""
     if os.environ.get(SOURCE_ENV):
         return run_source(Path(os.environ[SOURCE_ENV]))
     shape = parse_shape(config.input_shape) if config.input_shape else None
-    if runtime.consumes in ("onnx", "pytorch"):
-        return fresh_torch_source(config.model, shape, config.seed, directory)
+    if runtime.consumes == "pytorch":
+        return fresh_torch_source(config.model, shape, config.seed, None)
     return fresh_native_source(config.model, shape, config.seed, runtime.name)
 
 
@@ -79,7 +75,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
     with channel.phase("load"):
         t0 = time.perf_counter()
         runtime.load()
-        source = resolve_source(config, runtime, workdir())
+        source = resolve_source(config, runtime)
         predict = runtime.prepare(source, options_of(config))
         load_s = time.perf_counter() - t0
     _describe(channel, runtime, source, load_s)
@@ -210,7 +206,7 @@ def _serve_threads(predict: scenarios.Predictor, config: InferConfig, x: np.ndar
                    rule: scenarios.StoppingRule) -> list[LatencyResult]:
     runtime = get_runtime(config.runtime)
     runtime.load()
-    source = resolve_source(config, runtime, workdir())
+    source = resolve_source(config, runtime)
     members = [predict] + [runtime.prepare(source, options_of(config))
                            for _ in range(config.ensemble_size - 1)]
     results: list[LatencyResult] = []
@@ -251,7 +247,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
     die_with_parent(parent)
     runtime = get_runtime(config.runtime)
     runtime.load()
-    source = resolve_source(config, runtime, workdir())
+    source = resolve_source(config, runtime)
     predict = runtime.prepare(source, options_of(config))
     x = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1, 1))
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
@@ -267,16 +263,8 @@ SCENARIO_RUNNERS = {"single_stream": _single_stream, "offline": _offline, "serve
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Benchmark per the ``--name value`` params; report figures, or the error, to the entry."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    channel = WorkerChannel()
-    try:
-        infer(InferConfig.from_params(parse_cli_params(sys.argv[1:] if argv is None
-                                                       else argv)), channel)
-    except DlaasError as e:
-        channel.error(e)
-        print(f"mlflow-dlaas infer worker: error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
+    return serve("infer", argv, lambda params, channel: infer(
+        InferConfig.from_params(params), channel))
 
 
 if __name__ == "__main__":

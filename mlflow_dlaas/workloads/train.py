@@ -21,6 +21,7 @@ from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.supervisor import WorkerLaunch, run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.train_worker import TrainingFigures
 
 WORKER = "mlflow_dlaas.workloads.train_worker"
 #: Phases whose disturbance makes a run ``disturbed``; the train phase's peak is its memory.
@@ -30,15 +31,10 @@ MEMORY_PHASES = ("train",)
 
 @dataclass(frozen=True)
 class TrainingResult:
-    """The paper's columns for one run."""
+    """The run and the paper's columns the measured worker reported."""
 
     run_id: str
-    final_test_accuracy: float
-    train_time_s: float
-    test_time_s: float
-    time_to_accuracy_s: float | None
-    epochs: int
-    steps: int
+    figures: TrainingFigures
 
 
 def run_training(config: TrainConfig) -> TrainingResult:
@@ -58,7 +54,7 @@ def run_training(config: TrainConfig) -> TrainingResult:
             memory_phases=MEMORY_PHASES, monitor_interval_s=config.monitor_interval,
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)
         outcome = run_worker(launch, run_id)
-    return TrainingResult(run_id=run_id, **outcome.result)
+    return TrainingResult(run_id, TrainingFigures(**outcome.result))
 
 
 def _tag_intent(config: TrainConfig) -> None:
@@ -78,8 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``projects/<framework>``'s ``train``."""
     return run_entry_point(
         "train", argv, _train,
-        lambda r: f"run {r.run_id}: test accuracy {r.final_test_accuracy:.4f}, "
-                  f"train {r.train_time_s:.2f} s, test {r.test_time_s:.3f} s")
+        lambda r: f"run {r.run_id}: test accuracy {r.figures.final_test_accuracy:.4f}, "
+                  f"train {r.figures.train_time_s:.2f} s, test {r.figures.test_time_s:.3f} s")
 
 
 if __name__ == "__main__":

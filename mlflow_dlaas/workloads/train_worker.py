@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -19,16 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.config import TrainConfig, parse_cli_params
+from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import as_tags, fingerprint
-from mlflow_dlaas.errors import ConfigError, DlaasError, WorkloadError
+from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
+from mlflow_dlaas.worker.main import serve
 
 log = logging.getLogger(__name__)
 EVAL_BATCH = 500
@@ -183,17 +183,8 @@ def _save(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Train per the ``--name value`` params; report figures, or the error, to the entry."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    channel = WorkerChannel()
-    try:
-        config = TrainConfig.from_params(parse_cli_params(sys.argv[1:] if argv is None
-                                                          else argv))
-        channel.result(**asdict(train(config, channel)))
-    except DlaasError as e:
-        channel.error(e)
-        print(f"mlflow-dlaas train worker: error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
+    return serve("train", argv, lambda params, channel: asdict(
+        train(TrainConfig.from_params(params), channel)))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -33,8 +34,9 @@ def _worker_of(entry: subprocess.Popen[str], timeout_s: float = 120) -> psutil.P
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for child in psutil.Process(entry.pid).children():
-            if "_worker" in " ".join(child.cmdline()):
-                return child
+            with contextlib.suppress(psutil.Error):  # e.g. a finished helper not yet reaped
+                if "_worker" in " ".join(child.cmdline()):
+                    return child
         time.sleep(0.1)
     raise AssertionError("no measured worker started")
 
@@ -44,6 +46,11 @@ def _wait_for_phase(worker: psutil.Process, seconds: float) -> None:
     deadline = time.monotonic() + 120
     while sum(worker.cpu_times()[:2]) < seconds and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def _has_metric(experiment: str, key: str) -> bool:
+    runs = runs_of(experiment)
+    return bool(runs) and key in runs[0].data.metrics
 
 
 def test_the_worker_imports_no_harness() -> None:
@@ -91,10 +98,14 @@ def test_a_killed_worker_fails_the_run_with_its_reason_and_keeps_the_samples(
 
 @pytest.mark.slow
 def test_a_silent_worker_is_stopped_after_the_stall_timeout(tracking: str) -> None:
-    entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "50",
-                                       "--stall_timeout_s", "3"])
+    # an MLP on 8x8 digits reports an epoch every second or two, until it is stopped
+    entry = _entry("train", tracking, ["--framework", "pytorch", "--model", "mlp", "--dataset",
+                                       "digits", "--epochs", "1000000", "--log_model", "false",
+                                       "--stall_timeout_s", "30"])
     worker = _worker_of(entry)
-    _wait_for_phase(worker, 4.0)
+    deadline = time.monotonic() + 120
+    while not _has_metric(tracking, "test_accuracy") and time.monotonic() < deadline:
+        time.sleep(0.2)
     worker.suspend()
     _, err = entry.communicate(timeout=120)
     (run,) = runs_of(tracking)

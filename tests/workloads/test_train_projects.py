@@ -64,13 +64,15 @@ def test_lenet5_trains_to_90_percent_in_the_main_env(tracking: str, framework: s
 def test_mxnet_trains_in_its_own_virtualenv(tracking: str) -> None:
     if shutil.which("pyenv") is None:
         pytest.skip("MLflow's virtualenv manager needs pyenv for the exact Python 3.11.7")
-    out = mlflow_run("mxnet", tracking, {**SHORT, "inter_op_threads": 1},
+    out = mlflow_run("mxnet", tracking, {**SHORT, "inter_op_threads": 1, "blas_threads": 1},
                      env_manager="virtualenv", timeout=1500)
     assert out.returncode == 0, out.stderr[-3000:]
     run = _assert_trained(tracking, "mxnet")
     assert run.data.tags["dlaas.env.numpy_version"].startswith("1.23")
     assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
     assert run.data.params["in_force_inter_op_threads"] == "1"
+    blas = {k: v for k, v in run.data.params.items() if k.startswith("in_force_blas_")}
+    assert blas and set(blas.values()) == {"1"}, blas  # every BLAS pool, in MXNet's env too
 
 
 @pytest.mark.parametrize(
