@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -67,9 +68,13 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
               PROJECT_DOCKER_AUTH: None}
     if run_id is not None:
         config[MLFLOW_LOCAL_BACKEND_RUN_ID_CONFIG] = run_id
-    return LocalBackend().run(str(projects_dir() / project), entry_point,
-                              {k: str(v) for k, v in params.items()}, None, config,
-                              mlflow.get_tracking_uri(), experiment_id)
+    # MLflow makes a folder per run for 'path' params, never removed; ours declare none, so it
+    # stays empty and goes as soon as the command has started.
+    with tempfile.TemporaryDirectory(prefix="dlaas-project-") as storage:
+        config[PROJECT_STORAGE_DIR] = storage
+        return LocalBackend().run(str(projects_dir() / project), entry_point,
+                                  {k: str(v) for k, v in params.items()}, None, config,
+                                  mlflow.get_tracking_uri(), experiment_id)
 
 
 def end_orphaned_run(client: mlflow.MlflowClient, submitted: SubmittedRun) -> bool:

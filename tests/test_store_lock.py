@@ -18,7 +18,9 @@ def test_sqlite_paths() -> None:
 
 
 def test_three_first_users_of_a_fresh_store_all_succeed(cli_path: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in (TRACKING_ENV, "MLFLOW_RUN_ID")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in (TRACKING_ENV, "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID",
+                        "MLFLOW_EXPERIMENT_NAME")}
     monitors = [subprocess.Popen([cli_path, "monitor", "--", "true"], cwd=tmp_path, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 for _ in range(3)]

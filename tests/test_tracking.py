@@ -88,6 +88,7 @@ def test_monitor_says_the_store_is_unreachable_instead_of_retrying(cli_path: str
     assert out.returncode == 1
     assert time.monotonic() - started < 30
     assert out.stderr.strip().splitlines() == [
-        f"mlflow-dlaas: error: cannot reach the tracking store {uri} within 10 s "
+        f"mlflow-dlaas: error: cannot reach the tracking store "
+        f"{uri.replace('nobody@', '***@')} within 10 s "
         "(Connection refused); start it, fix MLFLOW_TRACKING_URI, or unset it to track in the "
         "embedded store here"]

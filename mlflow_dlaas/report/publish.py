@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow import MlflowClient
 
+from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.report.render_html import render_html
 from mlflow_dlaas.report.render_markdown import render_markdown
 from mlflow_dlaas.report.report import Report
@@ -59,7 +60,8 @@ def write_report(report: Report, directory: Path) -> Written:
 def log_report_run(client: MlflowClient, report: Report, written: Written,
                    experiment_id: str) -> str:
     """A FINISHED run tagged ``dlaas.entry=report`` holding the report's files."""
-    tags = {"dlaas.entry": "report", "dlaas.role": "report", "dlaas.report_scope": report.scope}
+    tags = {"dlaas.entry": "report", "dlaas.role": "report", "dlaas.report_scope": report.scope,
+            **owner_tags()}
     run = client.create_run(experiment_id, run_name=f"report-{report.scope}"[:250], tags=tags)
     try:
         for path in written.files:  # only this report's files, whatever else DIR holds

@@ -42,10 +42,11 @@ def timelines(client: MlflowClient, runs: pd.DataFrame) -> Plot:
     def paint(figure: Figure) -> None:
         for i, (row, samples, phases) in enumerate(loaded):
             ax = figure.add_subplot(len(loaded), 1, i + 1)
-            ax.plot(samples["t_s"], samples.get("proc_cpu_percent", np.nan), color="tab:blue")
+            unknown = pd.Series(np.nan, index=samples.index)  # a run too short to have a rate
+            ax.plot(samples["t_s"], samples.get("proc_cpu_percent", unknown), color="tab:blue")
             ax.set_ylabel("CPU %", color="tab:blue", fontsize=8)
             memory = ax.twinx()
-            memory.plot(samples["t_s"], samples.get("proc_rss_bytes", np.nan) / MIB,
+            memory.plot(samples["t_s"], samples.get("proc_rss_bytes", unknown) / MIB,
                         color="tab:red")
             memory.set_ylabel("RSS MiB", color="tab:red", fontsize=8)
             for j, phase in enumerate(phases):

@@ -14,6 +14,7 @@ from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.errors import DlaasError
 from mlflow_dlaas.run_lifecycle import failing_run_guard
 from mlflow_dlaas.tracking import configure_tracking
+from mlflow_dlaas.worker.lifeline import die_with_parent
 
 R = TypeVar("R")
 
@@ -28,10 +29,13 @@ def run_entry_point(name: str, argv: Sequence[str] | None,
 
     Under ``mlflow run`` the run exists before we start, so a bad parameter ends it FAILED
     with the reason; run directly, bad parameters are refused before any run exists.
-    SIGTERM (a study's timeout, a scheduler) ends the run KILLED instead of leaving it RUNNING.
+    SIGTERM (a study's timeout, a scheduler) ends the run KILLED instead of leaving it RUNNING,
+    and so does the death of the process that started us (``mlflow run``, a study driver),
+    even by SIGKILL.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _interrupt)
+    die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher ends our run KILLED
     try:
         params = parse_cli_params(sys.argv[1:] if argv is None else argv)
         if os.environ.get("MLFLOW_RUN_ID"):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import mlflow
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from tests.conftest import runs_of
-from tests.workloads.projects import mlflow_run
+from tests.workloads.projects import ROOT, mlflow_run
 
 pytestmark = pytest.mark.slow
 SMALL = {"model": "lenet5", "batch_sizes": "1,4", "min_query_count": 20,
@@ -112,3 +115,26 @@ def test_an_ensemble_of_processes_is_measured_together(tracking: str) -> None:
     assert m["ensemble/throughput_samples_per_second"] > 0
     assert {"ensemble/model0_latency_p99_ms", "ensemble/model1_latency_p99_ms"} <= set(m)
     assert m["ensemble/peak_proc_processes"] >= 3  # this process and both members
+
+
+@pytest.mark.parametrize("outcome", ["finished", "failed"])
+def test_an_inference_run_leaves_nothing_in_the_temp_dir(tracking: str, tmp_path: Path,
+                                                         outcome: str) -> None:
+    """The model, its export and ONNX Runtime's telemetry session file (``.ses``) all go; MLflow
+    Projects' own empty folder for 'path' params is sent elsewhere with --storage-dir."""
+    _skip_unless(NEEDS["onnxruntime"])
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    params = {**SMALL, "scenarios": "single_stream", "batch_sizes": "1",
+              **({"precision": "fp16"} if outcome == "failed" else {})}
+    cmd = [shutil.which("mlflow"), "run", str(ROOT / "projects" / "onnxruntime"), "-e", "infer",
+           "--experiment-name", tracking, "--env-manager", "local",
+           "--storage-dir", str(tmp_path / "storage")]
+    for key, value in params.items():
+        cmd += ["-P", f"{key}={value}"]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID")}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                         env={**env, "TMPDIR": str(temp)})
+    assert (out.returncode == 0) == (outcome == "finished"), out.stderr[-3000:]
+    assert list(temp.iterdir()) == []

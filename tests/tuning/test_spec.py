@@ -32,7 +32,8 @@ def test_a_good_spec_gets_defaults_and_aliases() -> None:
 
 def test_an_inference_study_in_a_named_experiment() -> None:
     spec = parse_spec({**GOOD, "entry_point": "infer", "frameworks": ["onnxruntime"],
-                       "experiment": "serving", "objectives": [
+                       "experiment": "serving", "fixed": {"batch_sizes": "1"},
+                       "search_space": {"intra_op_threads": [1, 2]}, "objectives": [
                            {"metric": "p99_latency", "direction": "minimize"}]})
     assert spec.experiment == "serving" and spec.frameworks == ("onnxruntime",)
     assert spec.objectives[0].metric == "single_stream/latency_p99_ms"
@@ -53,8 +54,8 @@ def test_several_objectives_default_to_nsga2() -> None:
         ({"frameworks": ["onnxruntime"]}, "valid for entry_point train: mxnet, pytorch"),
         ({"entry_point": "infer", "frameworks": ["caffe"]},
          "valid for entry_point infer: mxnet, onnxruntime, openvino, pytorch, tensorflow"),
-        ({"entry_point": "infer", "frameworks": ["onnxruntime"], "pruner": "median"},
-         "pruner: infer runs report no per-epoch metric"),
+        ({"entry_point": "infer", "frameworks": ["onnxruntime"], "pruner": "median",
+          "search_space": {}}, "pruner: infer runs report no per-epoch metric"),
         ({"frameworks": None}, "frameworks: give a list"),
         ({"sampler": "cmaes"}, "sampler: 'cmaes' is not one of tpe, nsga2, gp, grid, random"),
         ({"pruner": "asha"}, "pruner: 'asha' is not one of none, median, hyperband"),

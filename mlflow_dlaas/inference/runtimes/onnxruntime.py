@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,12 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.parallelism import ParallelismSettings
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 EXECUTION_MODES = ("sequential", "parallel")
+#: ONNX Runtime's switch for its telemetry, read once when it loads (non-Windows builds).
+TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
 
 
 def require_onnx(source: ModelSource, runtime: str) -> Path:
@@ -29,6 +33,11 @@ class OnnxRuntimeRuntime(InferenceRuntime):
     module = "onnxruntime"
     extra = "onnxruntime"
     consumes = "onnx"
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        """ONNX Runtime's telemetry (on by default on Linux since 1.32) off, unless the user set
+        it: no uploader thread in the measured process, no ``.ses`` file left in the temp dir."""
+        return {TELEMETRY_ENV: os.environ.get(TELEMETRY_ENV, "1")}
 
     def load(self) -> None:
         self.ort = import_optional("onnxruntime", extra=self.extra,
