@@ -142,11 +142,11 @@ def check_reachable(uri: str, *, within_s: float = CONNECT_WITHIN_S) -> None:
     in. Local stores (SQLite, files) pass at once."""
     parts = urlsplit(uri)
     scheme = parts.scheme.split("+", 1)[0]
-    try:
-        port = parts.port or NETWORK_STORES.get(scheme)
-    except ValueError:  # a malformed port: MLflow's own error says it
-        return
     if scheme not in NETWORK_STORES or not parts.hostname:
+        return
+    try:
+        port = parts.port or NETWORK_STORES[scheme]
+    except ValueError:  # a malformed port: MLflow's own error says it
         return
     deadline = time.monotonic() + within_s
     while True:

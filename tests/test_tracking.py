@@ -6,6 +6,8 @@ import os
 import socket
 import subprocess
 import time
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -92,3 +94,31 @@ def test_monitor_says_the_store_is_unreachable_instead_of_retrying(cli_path: str
         f"{uri.replace('nobody@', '***@')} within 10 s "
         "(Connection refused); start it, fix MLFLOW_TRACKING_URI, or unset it to track in the "
         "embedded store here"]
+
+
+def test_a_command_error_naming_a_uri_hides_its_password(cli_path: str, tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("frameworks: [pytorch]\nfixed: {model: mlp}\n"
+                    "objectives: [{metric: accuracy, direction: maximize}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    out = subprocess.run([cli_path, "study", str(spec), "--storage", f"foo://u:{SECRET}@h/db"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "unknown study storage 'foo://u:***@h/db'" in out.stderr
+    assert SECRET not in out.stderr + out.stdout
+
+
+@pytest.mark.postgres
+def test_a_refused_database_login_is_said_at_once() -> None:
+    """MLflow itself retries a refused login ten times, for about 100 s."""
+    server = os.environ.get("DLAAS_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
+    parts = urlsplit(server)
+    with socket.socket() as probe:
+        if probe.connect_ex((parts.hostname, parts.port or 5432)) != 0:
+            pytest.skip(f"no PostgreSQL answers at {server}; set DLAAS_TEST_POSTGRES_URL")
+    uri = f"postgresql+psycopg://nobody:{SECRET}@{parts.hostname}:{parts.port or 5432}/x"
+    started = time.monotonic()
+    with pytest.raises(TrackingUnavailableError, match="refused the connection: .*nobody") as e:
+        check_reachable(uri)
+    assert time.monotonic() - started < 5
+    assert SECRET not in str(e.value) and "check the user, password" in str(e.value)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -21,11 +20,12 @@ pytestmark = pytest.mark.slow
 SECRET = f"pw-{uuid.uuid4().hex}"
 
 
-@contextlib.contextmanager
-def auth_server(tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `mlflow server` with basic authentication: user admin, password SECRET."""
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the trials train with PyTorch (extra: torch)")
+    tmp_path = tmp_path_factory.mktemp("auth-server")
     config = tmp_path / "basic_auth.ini"
     config.write_text(
         "[mlflow]\ndefault_permission = READ\n"
@@ -39,52 +39,50 @@ def auth_server(tmp_path: Path) -> Iterator[str]:
 
 
 def test_credentials_come_from_mlflow_variables_and_never_reach_the_runs(
-    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auth_server: str
 ) -> None:
     name = f"auth-{uuid.uuid4().hex[:6]}"
     spec = write_spec(tmp_path, name=name, n_trials=1)
-    with auth_server(tmp_path) as url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_AUTH")}
-        env.update(MLFLOW_TRACKING_URI=url, MLFLOW_TRACKING_USERNAME="admin")
-        refused = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o1.db'}",
-                            env=env, timeout=300)
-        assert refused.returncode == 1  # no password: the server says no, and we say how
-        assert "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in refused.stderr
-        env["MLFLOW_TRACKING_PASSWORD"] = SECRET
-        out = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o2.db'}",
-                        env=env, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-        assert SECRET not in out.stdout + out.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_AUTH")}
+    env.update(MLFLOW_TRACKING_URI=auth_server, MLFLOW_TRACKING_USERNAME="admin")
+    refused = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o1.db'}",
+                        env=env, timeout=300)
+    assert refused.returncode == 1  # no password: the server says no, and we say how
+    assert "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in refused.stderr
+    env["MLFLOW_TRACKING_PASSWORD"] = SECRET
+    out = study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o2.db'}",
+                    env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert SECRET not in out.stdout + out.stderr
 
-        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
-        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
-        assert len(_assert_nothing_recorded(url, name, tmp_path)) == 2  # the study, its trial
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
+    assert len(_assert_nothing_recorded(auth_server, name, tmp_path)) == 2  # study, trial
 
 
 def test_a_password_in_the_tracking_uri_is_never_printed_or_recorded(
-    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auth_server: str
 ) -> None:
     name = f"uri-{uuid.uuid4().hex[:6]}"
     spec = write_spec(tmp_path, name=name, n_trials=1)
-    with auth_server(tmp_path) as url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-        env["MLFLOW_TRACKING_URI"] = url.replace("http://", f"http://admin:{SECRET}@")
-        outputs = [study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o.db'}",
-                             env=env, timeout=600)]
-        for command in (["monitor", "--experiment", name, "--", "true"],
-                        ["compare", "--experiment", name, "--output", str(tmp_path / "report")]):
-            outputs.append(subprocess.run([cli_path, *command], env=env, cwd=tmp_path,
-                                          capture_output=True, text=True, timeout=300))
-        for out in outputs:
-            assert out.returncode == 0, out.stderr[-3000:]
-            assert SECRET not in out.stdout + out.stderr
-        assert "to browse: open http://admin:***@127.0.0.1" in outputs[0].stderr
-        for written in (tmp_path / "report").rglob("*"):
-            assert written.is_dir() or SECRET.encode() not in written.read_bytes(), written
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["MLFLOW_TRACKING_URI"] = auth_server.replace("http://", f"http://admin:{SECRET}@")
+    outputs = [study_cli(cli_path, spec, "--storage", f"sqlite:///{tmp_path / 'o.db'}",
+                         env=env, timeout=600)]
+    for command in (["monitor", "--experiment", name, "--", "true"],
+                    ["compare", "--experiment", name, "--output", str(tmp_path / "report")]):
+        outputs.append(subprocess.run([cli_path, *command], env=env, cwd=tmp_path,
+                                      capture_output=True, text=True, timeout=300))
+    for out in outputs:
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert SECRET not in out.stdout + out.stderr
+    assert "to browse: open http://admin:***@127.0.0.1" in outputs[0].stderr
+    for written in (tmp_path / "report").rglob("*"):
+        assert written.is_dir() or SECRET.encode() not in written.read_bytes(), written
 
-        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
-        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
-        assert len(_assert_nothing_recorded(url, name, tmp_path)) == 4  # + monitor, report
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
+    assert len(_assert_nothing_recorded(auth_server, name, tmp_path)) == 4  # monitor, report
 
 
 def _assert_nothing_recorded(url: str, experiment: str, tmp_path: Path

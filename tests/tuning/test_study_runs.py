@@ -10,7 +10,7 @@ import mlflow
 import optuna
 import pytest
 
-from tests.tuning.studies import study_cli, study_runs, write_spec
+from tests.tuning.studies import CHEAP_FIXED, study_cli, study_runs, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -82,18 +82,20 @@ def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
     name = _name()
+    # a valid spec (a bad value is refused before launch) whose mnist trial fails: no data_dir
     spec = write_spec(tmp_path, name=name, sampler="grid", n_trials=2,
-                      search_space={"batch_size": [0, 16]})
+                      fixed={k: v for k, v in CHEAP_FIXED.items() if k != "dataset"},
+                      search_space={"dataset": ["mnist", "digits"]})
     out = study_cli(cli_path, spec)
     assert out.returncode == 0, out.stderr[-3000:]
     parents, children = study_runs(name)
-    by_batch = {c.data.params["batch_size"]: c for c in children}
-    assert by_batch["0"].info.status == "FAILED"
-    assert "batch_size must be > 0" in by_batch["0"].data.tags["dlaas.failure_reason"]
-    assert by_batch["16"].info.status == "FINISHED"
+    by_dataset = {c.data.params["dataset"]: c for c in children}
+    assert by_dataset["mnist"].info.status == "FAILED"
+    assert "pass data_dir" in by_dataset["mnist"].data.tags["dlaas.failure_reason"]
+    assert by_dataset["digits"].info.status == "FINISHED"
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
-    states = {t.params["batch_size"]: t.state.name for t in study.trials}
-    assert states == {0: "FAIL", 16: "COMPLETE"}
+    states = {t.params["dataset"]: t.state.name for t in study.trials}
+    assert states == {"mnist": "FAIL", "digits": "COMPLETE"}
 
     slow = _name()
     spec = write_spec(tmp_path, name=slow, n_trials=1, trial_timeout_s=3)
