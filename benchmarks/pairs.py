@@ -50,7 +50,8 @@ def mxnet_python() -> str | None:
 
 def _run_bare(command: list[str], window_peak: str) -> Figures:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+                                 "ORT_DISABLE_TELEMETRY": "1"})  # as our worker
     out = proc.stdout.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
