@@ -81,5 +81,5 @@ def test_three_workers_share_one_study_and_one_parent(
         assert sorted(int(c.data.tags["dlaas.trial_number"]) for c in children) == [
             t.number for t in trials]
         assert {c.info.status for c in children} == {"FINISHED"}
-        workers_seen = {t.user_attrs["worker"] for t in trials}
+        workers_seen = {t.user_attrs["dlaas_owner"]["dlaas.owner_pid"] for t in trials}
         assert len(workers_seen) >= 2  # the work was really shared

@@ -48,6 +48,14 @@ def _wait_for_phase(worker: psutil.Process, seconds: float) -> None:
         time.sleep(0.2)
 
 
+def _running(process: psutil.Process) -> bool:
+    """Alive and not a zombie (a dead child its new parent has not reaped yet)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _has_metric(experiment: str, key: str) -> bool:
     runs = runs_of(experiment)
     return bool(runs) and key in runs[0].data.metrics
@@ -141,8 +149,9 @@ def test_sigkill_of_the_entry_takes_the_process_ensemble_with_it(tracking: str) 
     assert len(tree) >= 3, "the ensemble members did not start"
     entry.kill()
     entry.communicate(timeout=30)
-    _, alive = psutil.wait_procs(tree, timeout=2)
-    assert alive == [], f"still alive a second after the entry died: {alive}"
+    time.sleep(2)
+    alive = [p for p in tree if _running(p)]
+    assert alive == [], f"still running two seconds after the entry died: {alive}"
 
 
 @pytest.fixture
