@@ -43,7 +43,8 @@ def separate(best: Sequence[float], next_best: Sequence[float] | None,
         return Separation(False, "the only qualifying configuration: nothing to compare it with")
     n, m = len(best), len(next_best)
     if min(n, m) < MIN_REPLICATES:
-        return Separation(False, f"not separable from the next best: it has {n} {runs_label}, "
+        label = runs_label if n != 1 else runs_label.removesuffix("s")
+        return Separation(False, f"not separable from the next best: it has {n} {label}, "
                           f"the next best {m}; a winner needs at least {MIN_REPLICATES} of "
                           "each, so repeat the runs")
     p = float(mannwhitneyu(best, next_best, alternative="two-sided").pvalue)
