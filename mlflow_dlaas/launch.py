@@ -32,6 +32,7 @@ from mlflow.projects.utils import (
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.run_lifecycle import end_run
+from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
 
@@ -95,25 +96,3 @@ def stop_project_run(submitted: SubmittedRun, grace_s: float = 10.0) -> None:
     """
     stop_process_tree(submitted.command_proc.pid, grace_s)
     submitted.command_proc.wait()
-
-
-def stop_process_tree(pid: int, grace_s: float = 10.0) -> None:
-    """SIGTERM process ``pid`` and all its descendants; SIGKILL those alive after grace."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        tree = []
-    for member in tree:
-        try:
-            member.terminate()
-        except psutil.NoSuchProcess:
-            continue
-    _, alive = psutil.wait_procs(tree, timeout=grace_s)
-    for member in alive:
-        try:
-            member.kill()
-        except psutil.NoSuchProcess:
-            continue

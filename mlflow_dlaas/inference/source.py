@@ -24,7 +24,7 @@ ONNX_DIR = "onnx"
 MODEL_DIR = "model"
 #: What a downloaded run source says about itself (written by the entry process).
 SOURCE_FILE = "source.json"
-#: The folder holding a downloaded run source, for the worker.
+#: The folder holding a source prepared by the entry (a run's download or a fresh export).
 SOURCE_ENV = "DLAAS_RUN_SOURCE_DIR"
 DEFAULT_INPUTS = {"cifar10_quick": (3, 32, 32), "resnet18": RESNET18_INPUT}
 

@@ -19,9 +19,9 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.launch import stop_process_tree
 from mlflow_dlaas.ownership import Owner
 from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
 OWNER_ATTR = "dlaas_owner"

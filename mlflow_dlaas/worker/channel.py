@@ -1,8 +1,8 @@
 """The pipe between the measured worker and its entry process: one JSON object per line.
 
 The worker side (:class:`WorkerChannel`) imports nothing heavy; the entry side reads the
-lines with :func:`decode`. Phase edges carry the worker's ``time.perf_counter()`` (the
-system-wide monotonic clock), so the entry places phase boundaries exactly.
+lines with :func:`decode` in a thread that only marks phase edges on the monitor, so a
+boundary lands within a sample's time of the worker's edge.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,11 +48,11 @@ class WorkerChannel:
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Mark a measured window; the entry samples the worker at both edges."""
-        self.send("phase", name=name, edge="start", t=time.perf_counter())
+        self.send("phase", name=name, edge="start")
         try:
             yield
         finally:
-            self.send("phase", name=name, edge="end", t=time.perf_counter())
+            self.send("phase", name=name, edge="end")
 
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         self.send("metrics", values=dict(values), step=step)

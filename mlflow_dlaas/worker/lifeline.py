@@ -38,3 +38,27 @@ def exit_without_teardown(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def stop_process_tree(pid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM process ``pid`` and all its descendants; SIGKILL those alive after grace,
+    and wait for them."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    for member in tree:
+        try:
+            member.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for member in alive:
+        try:
+            member.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=grace_s)

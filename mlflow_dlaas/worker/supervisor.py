@@ -10,13 +10,11 @@ logged in every case.
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import queue
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,7 +29,8 @@ from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.run_lifecycle import log_new_params
 from mlflow_dlaas.validity import ValidityThresholds, Verdict, judge
 from mlflow_dlaas.worker.channel import DIR_ENV, FD_ENV, Message, decode
-from mlflow_dlaas.worker.lifeline import die_with_parent
+from mlflow_dlaas.worker.lifeline import die_with_parent, stop_process_tree
+from mlflow_dlaas.worker.scratch import scratch_dir
 
 TAIL_LINES = 40
 STOP_GRACE_S = 5.0
@@ -73,7 +72,7 @@ class WorkerOutcome:
 
 def run_worker(launch: WorkerLaunch, run_id: str) -> WorkerOutcome:
     """Run ``launch`` to its end inside MLflow run ``run_id`` (the active run)."""
-    with tempfile.TemporaryDirectory(prefix="dlaas-run-") as workdir:
+    with scratch_dir("run") as workdir:
         return _Supervision(launch, run_id, Path(workdir)).run()
 
 
@@ -103,7 +102,7 @@ class _Supervision:
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
         except BaseException:
-            _stop_tree(proc)
+            stop_process_tree(proc.pid, STOP_GRACE_S)
             monitor.stop()
             raise
         finally:
@@ -158,7 +157,7 @@ class _Supervision:
             except queue.Empty:
                 silent = time.monotonic() - last
                 if silent > self.launch.stall_timeout_s and proc.poll() is None:
-                    _stop_tree(proc)
+                    stop_process_tree(proc.pid, STOP_GRACE_S)
                     raise WorkerFailed(
                         f"the measured worker reported nothing for {silent:.0f} s (limit "
                         f"stall_timeout_s={self.launch.stall_timeout_s:g}) and was stopped; "
@@ -223,21 +222,3 @@ class _Supervision:
             mlflow.log_text("".join(self.output) or "(no output)\n", OUTPUT_ARTIFACT)
         except Exception as e:  # the run's outcome matters more than its log
             print(f"mlflow-dlaas: could not log the worker's output: {e}", file=sys.stderr)
-
-
-def _stop_tree(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the worker and its children, SIGKILL what is left after a grace period."""
-    import psutil
-
-    try:
-        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    for p in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(alive, timeout=STOP_GRACE_S)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
+from mlflow_dlaas.worker.scratch import scratch_dir
 from mlflow_dlaas.worker.supervisor import WorkerLaunch, run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
 
@@ -37,7 +37,7 @@ def run_inference(config: InferConfig) -> str:
     runtime = get_runtime(config.runtime)
     configure_tracking(announce=False)
     with failing_run_guard(run_name=f"{config.runtime}-{config.model}-infer") as run, \
-            tempfile.TemporaryDirectory(prefix="dlaas-source-") as source_dir:
+            scratch_dir("source") as source_dir:
         run_id = run.info.run_id
         params = config.as_params()
         log_new_params(run_id, params)

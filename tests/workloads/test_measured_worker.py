@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
+from mlflow_dlaas.worker.scratch import sweep_dead_owners
 from tests.conftest import runs_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +153,8 @@ def test_sigkill_of_the_entry_takes_the_process_ensemble_with_it(tracking: str) 
     time.sleep(2)
     alive = [p for p in tree if _running(p)]
     assert alive == [], f"still running two seconds after the entry died: {alive}"
+    swept = [f.name for f in sweep_dead_owners()]  # what the next run on this machine does
+    assert any(name.startswith(f"dlaas-run-{entry.pid}-") for name in swept), swept
 
 
 @pytest.fixture
