@@ -48,7 +48,23 @@ def initialise_tracking_store(uri: str) -> None:
     path = sqlite_path(uri)
     if path is None:
         return
-    import mlflow
-
     with first_use_lock(path):
-        mlflow.MlflowClient(uri)
+        _open_store(uri)
+
+
+#: Opening a SQLite store reads its tables with the driver's 5 s busy timeout; a writer
+#: ending runs at that moment (an orphaned trial after its driver died) can hold it longer.
+OPEN_ATTEMPTS = 5
+
+
+def _open_store(uri: str) -> None:
+    import mlflow
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(1, OPEN_ATTEMPTS + 1):
+        try:
+            mlflow.MlflowClient(uri)
+            return
+        except OperationalError as e:
+            if "database is locked" not in str(e) or attempt == OPEN_ATTEMPTS:
+                raise
