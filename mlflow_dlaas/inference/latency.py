@@ -1,13 +1,75 @@
-"""Latency and throughput results, built from raw samples (warm-up never included)."""
+"""Latency and throughput results, built from raw samples (warm-up never included).
+
+Besides plain percentiles, a result carries MLPerf LoadGen's *early-stopping* estimate of
+p99: the latency that the true 99th percentile stays under with 99 % confidence, given how
+many queries were run. With few queries it is the maximum or close to it (a short run is
+honest about what it knows); below ``early_stopping_min_queries(0.99)`` (662) queries there
+is no estimate at all.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
 
 CDF_POINTS = np.arange(101)
+#: LoadGen's early-stopping confidence and tolerance (loadgen/results.cc).
+EARLY_STOPPING_CONFIDENCE = 0.99
+EARLY_STOPPING_TOLERANCE = 0.0
+
+
+def _under_odds(h: int, t: int, p: float) -> float:
+    """P(at most ``t`` of ``h + t`` queries exceed the true p-percentile): the regularized
+    incomplete beta I_p(h, t + 1) of LoadGen's ``odds``, summed as a binomial tail."""
+    n, x = h + t, np.arange(t + 1, dtype=np.float64)
+    log_choose = np.concatenate(([0.0], np.cumsum(np.log(n - x[:-1]) - np.log(x[:-1] + 1))))
+    logs = log_choose + x * math.log(1.0 - p) + (n - x) * math.log(p)
+    top = float(logs.max())
+    return math.exp(top) * float(np.exp(logs - top).sum())
+
+
+@lru_cache(maxsize=4096)
+def min_passing_queries(t: int, p: float, confidence: float = EARLY_STOPPING_CONFIDENCE) -> int:
+    """LoadGen's ``MinPassingQueriesFinder``: the fewest under-latency queries ``h`` that,
+    beside ``t`` over-latency ones, show at ``confidence`` that the p-percentile holds."""
+    target = 1.0 - confidence
+    lo, hi = 1, 2
+    while _under_odds(hi, t, p) >= target:
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _under_odds(mid, t, p) < target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def early_stopping_min_queries(p: float = 0.99) -> int:
+    """Queries needed before LoadGen gives any early-stopping estimate of percentile ``p``."""
+    return min_passing_queries(1, p) + 1
+
+
+def early_stopping_estimate(latencies: np.ndarray, p: float = 0.99) -> float | None:
+    """LoadGen's early-stopping estimate of the ``p`` percentile (single- and multi-stream
+    rule): the ``t``-th highest latency, ``t`` the most queries that can be discarded as
+    over-latency while ``n >= min_passing_queries(t) + t`` still holds; None when too few."""
+    ordered = np.sort(np.asarray(latencies, dtype=np.float64))
+    n = ordered.size
+    if n < early_stopping_min_queries(p):
+        return None
+    lo, hi = 1, n  # the largest t with n >= h(t) + t (h(t) + t grows with t)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if min_passing_queries(mid, p) + mid <= n:
+            lo = mid
+        else:
+            hi = mid - 1
+    return float(ordered[n - lo])
 
 
 @dataclass(frozen=True)
@@ -25,6 +87,8 @@ class LatencyResult:
     samples_per_query: int
     #: latency at percentiles 0, 1, ..., 100: the CDF, compact enough to log with the run
     cdf_ms: tuple[float, ...] = ()
+    #: LoadGen's early-stopping p99 estimate; None below 662 queries (see the module doc)
+    p99_early_stopping_ms: float | None = None
 
     PERCENTILES: ClassVar[tuple[int, ...]] = (50, 90, 95, 99)
 
@@ -37,7 +101,8 @@ class LatencyResult:
         p50, p90, p95, p99 = np.percentile(ms, cls.PERCENTILES)
         return cls(float(p50), float(p90), float(p95), float(p99), float(ms.mean()),
                    float(ms.std(ddof=1)) if ms.size > 1 else 0.0, int(ms.size), duration_s,
-                   samples_per_query, tuple(float(v) for v in np.percentile(ms, CDF_POINTS)))
+                   samples_per_query, tuple(float(v) for v in np.percentile(ms, CDF_POINTS)),
+                   early_stopping_estimate(ms, 0.99))
 
     @property
     def samples(self) -> int:
@@ -49,8 +114,12 @@ class LatencyResult:
         return self.samples / self.duration_s if self.duration_s else 0.0
 
     def metrics(self, prefix: str) -> dict[str, float]:
-        """``{prefix}/latency_p99_ms`` and friends."""
+        """``{prefix}/latency_p99_ms`` and friends; the early-stopping p99 when there is one
+        (``query_count`` says how many queries every percentile rests on)."""
+        early = ({} if self.p99_early_stopping_ms is None else
+                 {f"{prefix}/latency_p99_early_stopping_ms": self.p99_early_stopping_ms})
         return {
+            **early,
             f"{prefix}/latency_p50_ms": self.p50_ms,
             f"{prefix}/latency_p90_ms": self.p90_ms,
             f"{prefix}/latency_p95_ms": self.p95_ms,
