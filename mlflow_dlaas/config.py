@@ -10,7 +10,7 @@ from typing import Any
 from mlflow_dlaas.data import DEFAULT_DATASET, LOADERS
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.models import MODELS
-from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.parallelism import STRING_SETTINGS, ParallelismSettings
 from mlflow_dlaas.presets import get_preset
 from mlflow_dlaas.validity import ValidityThresholds
 
@@ -110,7 +110,7 @@ def pop_parallelism(params: dict[str, Any]) -> ParallelismSettings:
     names = {f.name for f in fields(ParallelismSettings)}
     given = {k: params.pop(k) for k in list(params) if k in names}
     return ParallelismSettings.from_params(
-        **{k: (str(v) if k == "cpu_affinity" else as_int(k, v)) for k, v in given.items()})
+        **{k: (str(v) if k in STRING_SETTINGS else as_int(k, v)) for k, v in given.items()})
 
 
 def nested_params(parallelism: ParallelismSettings, validity: ValidityThresholds

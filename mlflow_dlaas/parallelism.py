@@ -1,4 +1,5 @@
-"""Threads, BLAS / OpenMP and CPU affinity: validated settings, applied before import, read back."""
+"""Threads, BLAS / OpenMP, CPU affinity and parallel libraries: validated settings, applied
+before import, read back."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.libraries.settings import (
+    LIBRARY_SETTINGS,
+    check_library_settings,
+    library_environment,
+)
 
+#: Settings given as strings (the rest are thread counts).
+STRING_SETTINGS = ("cpu_affinity", *LIBRARY_SETTINGS)
 #: The BLAS pools ``blas_threads`` sizes: OpenBLAS, MKL, BLIS (numpy's and the frameworks').
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
@@ -19,6 +27,9 @@ class ParallelismSettings:
     ``intra_op_threads``: threads inside one operator; ``inter_op_threads``: operators run
     concurrently; ``omp_threads`` / ``blas_threads``: OpenMP and BLAS pools (environment,
     read at library load); ``cpu_affinity``: the logical cores the process may run on.
+    The parallel libraries (``openmp_runtime``, ``allocator``, ``onednn`` and the OpenMP
+    thread policies) are described in :mod:`mlflow_dlaas.libraries.settings`; 'default' and
+    '' keep what the framework does on its own.
     """
 
     intra_op_threads: int | None = None
@@ -26,6 +37,14 @@ class ParallelismSettings:
     omp_threads: int | None = None
     blas_threads: int | None = None
     cpu_affinity: tuple[int, ...] | None = None
+    openmp_runtime: str = "default"
+    allocator: str = "default"
+    onednn: str = "default"
+    omp_proc_bind: str = ""
+    omp_places: str = ""
+    omp_wait_policy: str = ""
+    kmp_affinity: str = ""
+    kmp_blocktime: str = ""
 
     def __post_init__(self) -> None:
         for name in ("intra_op_threads", "inter_op_threads", "omp_threads", "blas_threads"):
@@ -39,6 +58,7 @@ class ParallelismSettings:
             if bad or not self.cpu_affinity:
                 raise ConfigError(f"cpu_affinity {self.cpu_affinity} names cores outside "
                                   f"0-{cores - 1}; use e.g. '0-{cores - 1}' or '0,1'")
+        check_library_settings(self)
 
     @classmethod
     def from_params(
@@ -49,9 +69,16 @@ class ParallelismSettings:
         omp_threads: int = 0,
         blas_threads: int = 0,
         cpu_affinity: str = "",
+        **libraries: str,
     ) -> ParallelismSettings:
-        """From entry-point params, where 0 and '' mean 'framework default'."""
+        """From entry-point params, where 0 and '' mean 'framework default'; ``libraries``:
+        the :data:`LIBRARY_SETTINGS` by name."""
+        unknown = sorted(set(libraries) - set(LIBRARY_SETTINGS))
+        if unknown:
+            raise ConfigError(f"unknown parallelism setting(s): {', '.join(unknown)}")
+        defaults = {"openmp_runtime": "default", "allocator": "default", "onednn": "default"}
         return cls(
+            **{k: str(v).strip().lower() or defaults.get(k, "") for k, v in libraries.items()},
             intra_op_threads=intra_op_threads or None,
             inter_op_threads=inter_op_threads or None,
             omp_threads=omp_threads or None,
@@ -96,7 +123,9 @@ def worker_environment(settings: ParallelismSettings, extra_env: dict[str, str]
     """The variables libraries read at load, for the measured worker's environment.
 
     ``extra_env`` carries the framework's own variables (such as MXNet's worker threads).
-    Affinity is not an environment: the worker is pinned before it starts.
+    Affinity is not an environment: the worker is pinned before it starts. The library
+    settings add ``LD_PRELOAD`` and the OpenMP policies (ConfigError where a library they
+    need is not installed).
     """
     env: dict[str, str] = {}
     if settings.omp_threads is not None:
@@ -104,7 +133,7 @@ def worker_environment(settings: ParallelismSettings, extra_env: dict[str, str]
     if settings.blas_threads is not None:
         for var in BLAS_THREAD_VARIABLES:
             env[var] = str(settings.blas_threads)
-    return {**env, **extra_env}
+    return {**env, **library_environment(settings), **extra_env}
 
 
 def process_settings_in_force() -> dict[str, Any]:

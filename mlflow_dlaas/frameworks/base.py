@@ -95,9 +95,18 @@ class FrameworkAdapter(abc.ABC):
     name: ClassVar[str]
     module: ClassVar[str]  # the import name
     extra: ClassVar[str]  # the pip extra (or environment) that installs it
+    #: The framework's native library (a file-name prefix such as ``libtorch_cpu``): the
+    #: library read-back resolves OpenMP entry points as it binds them.
+    native_library: ClassVar[str] = ""
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        """Variables the framework reads at import (set before :meth:`load`)."""
+        """Variables the framework reads at import (set before :meth:`load`); ConfigError for
+        a library setting it cannot honour."""
+        return {}
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        """The framework's own report of its parallel libraries, after :meth:`load`:
+        ``onednn`` ('on' / 'off') where it has a oneDNN switch, and its build reports."""
         return {}
 
     @abc.abstractmethod
@@ -110,7 +119,7 @@ class FrameworkAdapter(abc.ABC):
 
     @abc.abstractmethod
     def configure_threads(self, settings: ParallelismSettings) -> None:
-        """Apply the thread settings through the framework's own calls."""
+        """Apply the thread (and oneDNN) settings through the framework's own calls."""
 
     @abc.abstractmethod
     def threads_in_force(self) -> dict[str, Any]:

@@ -26,9 +26,13 @@ class MXNetAdapter(FrameworkAdapter):
     name = "mxnet"
     module = "mxnet"
     extra = "mxnet"
+    native_library = "libmxnet"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        return thread_environment(settings)
+        return {**thread_environment(settings), **onednn_environment(settings)}
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        return libraries_in_force(self.mx)
 
     def load(self) -> None:
         self.mx = import_optional("mxnet", extra=self.extra, purpose="The mxnet framework",
@@ -59,6 +63,23 @@ def thread_environment(settings: ParallelismSettings) -> dict[str, str]:
     if settings.intra_op_threads is not None and settings.omp_threads is None:
         env["OMP_NUM_THREADS"] = str(settings.intra_op_threads)
     return env
+
+
+def onednn_environment(settings: ParallelismSettings) -> dict[str, str]:
+    """MXNet 1.x reads MXNET_MKLDNN_ENABLED (its oneDNN, formerly MKL-DNN) at import."""
+    if settings.onednn == "default":
+        return {}
+    return {"MXNET_MKLDNN_ENABLED": "1" if settings.onednn == "on" else "0"}
+
+
+def libraries_in_force(mx: Any) -> dict[str, Any]:
+    """oneDNN: built in (MXNet's runtime features) and not switched off by the variable its
+    engine read at import (MXNet has no call that reports it); every runtime feature."""
+    features = mx.runtime.Features()
+    built = features.is_enabled("MKLDNN")
+    enabled = built and os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
+    return {"onednn": "on" if enabled else "off",
+            "features": sorted(name for name, f in features.items() if f.enabled)}
 
 
 def threads_in_force() -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks.base import (
     BuildOptions,
     FrameworkAdapter,
@@ -23,6 +24,7 @@ class PyTorchAdapter(FrameworkAdapter):
     name = "pytorch"
     module = "torch"
     extra = "torch"
+    native_library = "libtorch_cpu"
 
     def load(self) -> None:
         self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch framework")
@@ -36,6 +38,9 @@ class PyTorchAdapter(FrameworkAdapter):
     def threads_in_force(self) -> dict[str, Any]:
         return threads_in_force(self.torch)
 
+    def libraries_in_force(self) -> dict[str, Any]:
+        return libraries_in_force(self.torch)
+
     def device_available(self, device: str) -> bool:
         return device == "cpu" or (device == "cuda" and self.torch.cuda.is_available())
 
@@ -45,11 +50,23 @@ class PyTorchAdapter(FrameworkAdapter):
 
 
 def set_threads(torch: Any, settings: ParallelismSettings) -> None:
-    """PyTorch's intra-op pool (also its OpenMP) and inter-op pool (settable once)."""
+    """PyTorch's intra-op pool (also its OpenMP), inter-op pool (settable once) and its
+    oneDNN switch (``torch.backends.mkldnn.enabled``)."""
+    if settings.onednn != "default":
+        if settings.onednn == "on" and not torch.backends.mkldnn.is_available():
+            raise ConfigError("onednn=on: this PyTorch build has no oneDNN (mkldnn)")
+        torch.backends.mkldnn.enabled = settings.onednn == "on"
     if settings.intra_op_threads is not None:
         torch.set_num_threads(settings.intra_op_threads)
     if settings.inter_op_threads is not None:
         torch.set_num_interop_threads(settings.inter_op_threads)
+
+
+def libraries_in_force(torch: Any) -> dict[str, Any]:
+    """oneDNN as PyTorch will use it, and its own parallel report."""
+    mkldnn = torch.backends.mkldnn
+    return {"onednn": "on" if mkldnn.is_available() and mkldnn.enabled else "off",
+            "parallel_info": torch.__config__.parallel_info()}
 
 
 def threads_in_force(torch: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks.base import (
     BuildOptions,
     FrameworkAdapter,
@@ -16,6 +17,7 @@ from mlflow_dlaas.frameworks.base import (
     Trainer,
     pinned_requirement,
 )
+from mlflow_dlaas.libraries.settings import POLICY_VARIABLES
 from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
 from mlflow_dlaas.parallelism import ParallelismSettings
 
@@ -34,7 +36,10 @@ class TensorFlowAdapter(FrameworkAdapter):
         return str(self.tf.__version__)
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        return quiet_environment()
+        return {**quiet_environment(), **library_environment(settings)}
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        return libraries_in_force(self.tf)
 
     def configure_threads(self, settings: ParallelismSettings) -> None:
         set_threads(self.tf, settings)
@@ -53,6 +58,30 @@ class TensorFlowAdapter(FrameworkAdapter):
 def quiet_environment() -> dict[str, str]:
     """TensorFlow's C++ logging down to warnings, unless the user chose otherwise."""
     return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+
+
+def library_environment(settings: ParallelismSettings) -> dict[str, str]:
+    """oneDNN through TF_ENABLE_ONEDNN_OPTS; OpenMP settings refused: TensorFlow's kernels
+    run on its own (Eigen) thread pools, and its oneDNN is built on them, not on OpenMP."""
+    openmp = [name for name in ("openmp_runtime", *POLICY_VARIABLES)
+              if getattr(settings, name) not in ("", "default")]
+    if openmp:
+        raise ConfigError(f"{', '.join(openmp)}: TensorFlow uses no OpenMP (its kernels and "
+                          "its oneDNN run on its own thread pools), so there is nothing to "
+                          "switch; leave them unset for tensorflow, use intra_op_threads / "
+                          "inter_op_threads")
+    if settings.onednn == "default":
+        return {}
+    return {"TF_ENABLE_ONEDNN_OPTS": "1" if settings.onednn == "on" else "0"}
+
+
+def libraries_in_force(tf: Any) -> dict[str, Any]:
+    """oneDNN as TensorFlow's runtime reports it (IsMklEnabled reads the build and
+    TF_ENABLE_ONEDNN_OPTS), and its build information."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return {"onednn": "on" if _pywrap_util_port.IsMklEnabled() else "off",
+            "build_info": dict(tf.sysconfig.get_build_info())}
 
 
 def set_threads(tf: Any, settings: ParallelismSettings) -> None:

@@ -24,6 +24,7 @@ from mlflow_dlaas.environment import as_tags, fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
+from mlflow_dlaas.libraries.readback import report_libraries
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
@@ -81,6 +82,8 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
     channel.tags({"dlaas.framework_version": adapter.version(), **as_tags(fingerprint())})
     channel.metrics({"parameter_count": trainer.parameter_count()})
+    report_libraries(channel, config.parallelism, adapter.name, adapter.native_library,
+                     adapter.libraries_in_force())
 
 
 def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
