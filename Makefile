@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install demo test lint browser
+.PHONY: install demo test lint browser libraries
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,11 +25,21 @@ browser:
 		|| ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends \
 		chromium) || echo "make: could not install chromium; the browser test will skip"
 
-demo: $(STAMP)
+# Debian's jemalloc and TCMalloc, for the allocator setting (docs/libraries.md); where they
+# cannot be installed, allocator=jemalloc|tcmalloc says so and their tests skip.
+LIBRARY_PACKAGES := libjemalloc2 libtcmalloc-minimal4
+libraries:
+	@dpkg -s $(LIBRARY_PACKAGES) >/dev/null 2>&1 \
+		|| $(SUDO) apt-get install -y -q --no-install-recommends $(LIBRARY_PACKAGES) \
+		|| ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q \
+		--no-install-recommends $(LIBRARY_PACKAGES)) \
+		|| echo "make: could not install $(LIBRARY_PACKAGES); allocator=jemalloc|tcmalloc will say so"
+
+demo: $(STAMP) libraries
 	$(BIN)/mlflow-dlaas demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
 
-test: lint browser
+test: lint browser libraries
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra
