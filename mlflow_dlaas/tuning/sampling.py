@@ -9,22 +9,17 @@ import optuna
 
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 
-CONSTRAINTS_ATTR = "dlaas_constraint_violations"
-
-
-def _constraints(trial: optuna.trial.FrozenTrial) -> list[float]:
-    """Optuna's convention: values <= 0 are feasible."""
-    return list(trial.user_attrs.get(CONSTRAINTS_ATTR, [0.0]))
-
 
 def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    constraints = _constraints if spec.constraints else None
+    """The spec's sampler. Constraints need no ``constraints_func`` (deprecated in Optuna 5):
+    the driver stores each trial's values where every sampler reads them
+    (:mod:`~mlflow_dlaas.tuning.feasibility`)."""
     if spec.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=spec.seed, constraints_func=constraints)
+        return optuna.samplers.TPESampler(seed=spec.seed)
     if spec.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=spec.seed, constraints_func=constraints)
+        return optuna.samplers.NSGAIISampler(seed=spec.seed)
     if spec.sampler == "gp":
-        return optuna.samplers.GPSampler(seed=spec.seed, constraints_func=constraints)
+        return optuna.samplers.GPSampler(seed=spec.seed)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=spec.seed)
     return optuna.samplers.GridSampler(grid_space(spec), seed=spec.seed)
@@ -44,10 +39,12 @@ def _steps(d: Dimension) -> list[float | int]:
     return [int(v) for v in values] if d.kind == "int" else values
 
 
-def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
-    if spec.pruner == "median":
+def make_pruner(name: str) -> optuna.pruners.BasePruner:
+    """The pruner ``name`` (a spec's ``pruner``); the driver and each trial's entry process
+    build the same one."""
+    if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
-    if spec.pruner == "hyperband":
+    if name == "hyperband":
         return optuna.pruners.HyperbandPruner()
     return optuna.pruners.NopPruner()
 

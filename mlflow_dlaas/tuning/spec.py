@@ -84,10 +84,9 @@ class Constraint:
     op: str
     value: float
 
-    def violation(self, observed: float | None) -> float:
-        """How far ``observed`` is on the wrong side (0 when satisfied; inf when missing)."""
-        if observed is None or math.isnan(observed):
-            return math.inf
+    def violation(self, observed: float) -> float:
+        """How far ``observed`` is on the wrong side (0 when satisfied): Optuna's constraint
+        value, feasible when <= 0."""
         gap = self.value - observed if self.op == ">=" else observed - self.value
         return max(0.0, gap)
 

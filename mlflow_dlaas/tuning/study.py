@@ -7,6 +7,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,13 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run, stop_on_signals
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.tuning.feasibility import (
+    best_trials,
+    closest_infeasible,
+    describe_violations,
+    record_constraints,
+)
+from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
 from mlflow_dlaas.tuning.recovery import (
     HEARTBEAT_ATTR,
     OWNER_ATTR,
@@ -29,19 +37,17 @@ from mlflow_dlaas.tuning.recovery import (
     give_up,
     recover_stale_trials,
 )
-from mlflow_dlaas.tuning.sampling import (
-    CONSTRAINTS_ATTR,
-    grid_space,
-    make_pruner,
-    make_sampler,
-    suggest,
-)
+from mlflow_dlaas.tuning.run_links import run_url
+from mlflow_dlaas.tuning.sampling import grid_space, make_pruner, make_sampler, suggest
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
 from mlflow_dlaas.tuning.storage import make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
 
 PARENT_ATTR = "mlflow_parent_run_id"
+#: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
+RUN_ID_ATTR = "mlflow_run_id"
+RUN_URL_ATTR = "mlflow_run_url"
 HEARTBEAT_EVERY_S = 5.0
 PARENT_WAIT_S = 60.0
 #: How often a worker with nothing to ask looks again at the trials other workers run.
@@ -56,6 +62,8 @@ class StudySummary:
     failed: int
     pruned: int
     best: list[dict[str, Any]]
+    #: why the study has no result (no trial completed), else None
+    failure: str | None = None
 
 
 def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummary:
@@ -98,8 +106,21 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
             raise
     print(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
           f"{summary.failed} failed; parent run {parent_id}", file=sys.stderr)
+    _say_if_none_feasible(study, spec, summary)
     print(f"mlflow-dlaas: to browse: {target.ui_command()}", file=sys.stderr)
+    if summary.failure is not None:
+        raise NoTrialCompletedError(f"study {spec.name!r}: {summary.failure}")
     return summary
+
+
+def _say_if_none_feasible(study: optuna.Study, spec: StudySpec, summary: StudySummary) -> None:
+    """A constrained study whose complete trials all miss a constraint names no best trial."""
+    if not spec.constraints or summary.best or not summary.complete:
+        return
+    closest = closest_infeasible(study)
+    print(f"mlflow-dlaas: no trial met the constraints, so none is named best; the closest "
+          f"was trial {closest.number} ({describe_violations(spec.constraints, closest)})",
+          file=sys.stderr)
 
 
 def _next_step(study: optuna.Study, spec: StudySpec, started: float) -> str:
@@ -133,16 +154,28 @@ def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage
                     ) -> tuple[optuna.Study, bool]:
     """The study, and whether this worker created it (then it creates the parent run)."""
     kwargs = {"study_name": spec.name, "storage": storage, "sampler": make_sampler(spec),
-              "pruner": make_pruner(spec)}
+              "pruner": make_pruner(spec.pruner)}
     try:
-        return optuna.create_study(directions=spec.directions, **kwargs), True
+        study = optuna.create_study(directions=spec.directions, **kwargs)
+        _name_objectives(study, spec)
+        return study, True
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(**kwargs)
     found = [d.name.lower() for d in study.directions]
     if found != spec.directions:
         raise ConfigError(f"study {spec.name!r} exists with directions {found}, the spec asks "
                           f"{spec.directions}; give the study a new name to start afresh")
+    if study.metric_names is None:  # made before the names were set
+        _name_objectives(study, spec)
     return study, False
+
+
+def _name_objectives(study: optuna.Study, spec: StudySpec) -> None:
+    """The objectives' metric keys (units in their names) as Optuna's metric names, which
+    optuna-dashboard shows instead of "Objective 0"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([o.metric for o in spec.objectives])
 
 
 def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, created: bool) -> str:
@@ -195,6 +228,9 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     def on_created(run_id: str) -> None:  # recorded before its process starts
         run_ids.append(run_id)
         trial.set_user_attr(RUN_IDS_ATTR, list(run_ids))
+        if len(run_ids) == 1:
+            trial.set_user_attr(RUN_ID_ATTR, run_id)
+            trial.set_user_attr(RUN_URL_ATTR, run_url(experiment_id, run_id))
 
     def heartbeat() -> None:
         if time.monotonic() - last_beat[0] >= HEARTBEAT_EVERY_S:
@@ -232,6 +268,8 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
         if outcome.status != "FINISHED":
             return _fail(study, trial, outcome.reason)
     values, spreads, missing = _aggregate(spec, outcomes)
+    missing += [c.metric for c in spec.constraints
+                if _median(outcomes, c.metric) is None and c.metric not in missing]
     if missing:
         available = ", ".join(sorted(outcomes[0].metrics))
         return _fail(study, trial, f"the trial did not log {', '.join(missing)}; it logged: "
@@ -239,8 +277,8 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     for key, spread in spreads.items():
         trial.set_user_attr(f"range_{key}", spread)
     if spec.constraints:
-        violations = [c.violation(_median(outcomes, c.metric)) for c in spec.constraints]
-        trial.set_user_attr(CONSTRAINTS_ATTR, violations)
+        record_constraints(study, trial._trial_id,
+                           [c.violation(_median(outcomes, c.metric)) for c in spec.constraints])
     _tell(study, trial, values)
     return TrialState.COMPLETE
 
@@ -298,6 +336,8 @@ def _abandon(study: optuna.Study, trial: optuna.Trial | None, parent_id: str,
 
 
 def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummary:
+    """Log the outcome to the parent run; end it (FAILED when no trial completed) unless
+    another worker still runs a trial."""
     trials = study.get_trials(deepcopy=False)
     count = {s: sum(t.state == s for t in trials) for s in TrialState}
     best = log_study_artifacts(study, spec, parent_id)
@@ -305,12 +345,17 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
     client.log_metric(parent_id, "trials_complete", count[TrialState.COMPLETE])
     client.log_metric(parent_id, "trials_failed", count[TrialState.FAIL])
     client.log_metric(parent_id, "trials_pruned", count[TrialState.PRUNED])
+    failure = None
     if not count[TrialState.RUNNING]:
-        if REASON_TAG in client.get_run(parent_id).data.tags:  # of an earlier, stopped run
-            client.delete_tag(parent_id, REASON_TAG)
-        client.set_terminated(parent_id, "FINISHED")
+        failure = no_completion_reason(trials)
+        if failure is not None:
+            end_run(client, parent_id, "FAILED", failure)
+        else:
+            if REASON_TAG in client.get_run(parent_id).data.tags:  # of an earlier, stopped run
+                client.delete_tag(parent_id, REASON_TAG)
+            client.set_terminated(parent_id, "FINISHED")
     return StudySummary(spec.name, parent_id, count[TrialState.COMPLETE],
-                        count[TrialState.FAIL], count[TrialState.PRUNED], best)
+                        count[TrialState.FAIL], count[TrialState.PRUNED], best, failure)
 
 
 class _Progress:
@@ -335,11 +380,12 @@ class _Progress:
         else:
             total = ""
         best = ""
-        complete = [t for t in trials if t.state == TrialState.COMPLETE]
-        if complete and not self.spec.multi_objective:
-            pick = max if self.spec.directions[0] == "maximize" else min
-            best = f", best {pick(t.values[0] for t in complete):.4g}"
-        elif complete:
-            best = f", Pareto front {len(study.best_trials)}"
+        found = best_trials(study, self.spec)
+        if found and not self.spec.multi_objective:
+            best = f", best {found[0].values[0]:.4g} (trial {found[0].number})"
+        elif found:
+            best = f", Pareto front {len(found)}"
+        elif any(t.state == TrialState.COMPLETE for t in trials) and self.spec.constraints:
+            best = ", no feasible trial yet"
         print(f"[{finished}{total}] trial {number} {state.name}{best}, "
               f"{elapsed / 60:.1f} min{left}", file=sys.stderr)

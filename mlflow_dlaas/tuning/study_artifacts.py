@@ -1,4 +1,5 @@
-"""What the parent run shows: best trial or Pareto front as a table, and Optuna's plots."""
+"""What the parent run shows: the best feasible trial or Pareto front as a table (or the
+closest trial, when none is feasible), and Optuna's plots."""
 
 from __future__ import annotations
 
@@ -10,11 +11,20 @@ from typing import Any
 
 import mlflow
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
+from mlflow_dlaas.tuning.feasibility import (
+    best_trials,
+    closest_infeasible,
+    is_feasible,
+    violations,
+)
 from mlflow_dlaas.tuning.spec import StudySpec
 
 log = logging.getLogger(__name__)
+#: The study's user attribute naming its best feasible trial (or the Pareto front's).
+BEST_ATTR = "best_feasible_trial"
+NONE_FEASIBLE = "none: no complete trial met the constraints"
 
 
 def trials_table(study: optuna.Study, spec: StudySpec) -> list[dict[str, Any]]:
@@ -26,45 +36,63 @@ def trials_table(study: optuna.Study, spec: StudySpec) -> list[dict[str, Any]]:
         row.update({f"param.{k}": v for k, v in t.params.items() if k != "framework"})
         for objective, value in zip(spec.objectives, t.values or [], strict=False):
             row[objective.metric] = value
+        if spec.constraints:
+            row["feasible"] = is_feasible(t) if t.state == TrialState.COMPLETE else ""
+            for c, v in zip(spec.constraints, violations(t), strict=False):
+                row[f"violation[{c.metric} {c.op} {c.value:g}]"] = v
         row["mlflow_run_ids"] = ",".join(t.user_attrs.get("mlflow_run_ids", []))
         row["fail_reason"] = t.user_attrs.get("fail_reason", "")
         rows.append(row)
     return rows
 
 
-def best_rows(study: optuna.Study, spec: StudySpec) -> list[dict[str, Any]]:
-    """The best trial (one objective) or the Pareto front (several); feasible ones only."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
-    if not complete:
-        return []
-    feasible_numbers = {t.number for t in complete
-                        if all(v <= 0 for v in t.user_attrs.get("dlaas_constraint_violations",
-                                                                  [0.0]))}
-    best = [t for t in study.best_trials if t.number in feasible_numbers]
-    numbers = {t.number for t in best}
-    return [row for row in trials_table(study, spec) if row["trial"] in numbers]
-
-
 def log_study_artifacts(study: optuna.Study, spec: StudySpec, parent_id: str) -> list[dict]:
-    """Log the tables and plots to the parent run; returns the best rows."""
+    """Log the tables and plots to the parent run, and the best feasible trial as metric and
+    tags; returns the best rows (none when no complete trial is feasible)."""
     import pandas as pd
 
     client = mlflow.MlflowClient()
-    best = best_rows(study, spec)
+    rows = trials_table(study, spec)
+    numbers = {t.number for t in best_trials(study, spec)}
+    best = [row for row in rows if row["trial"] in numbers]
+    closest = closest_infeasible(study) if not best else None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        pd.DataFrame(trials_table(study, spec)).to_csv(out / "trials.csv", index=False)
-        name = "pareto_front.csv" if spec.multi_objective else "best_trial.csv"
-        pd.DataFrame(best).to_csv(out / name, index=False)
+        pd.DataFrame(rows).to_csv(out / "trials.csv", index=False)
+        if best:
+            name = "pareto_front.csv" if spec.multi_objective else "best_trial.csv"
+            pd.DataFrame(best).to_csv(out / name, index=False)
+        elif closest is not None:
+            pd.DataFrame([r for r in rows if r["trial"] == closest.number]).to_csv(
+                out / "closest_trial.csv", index=False)
         _plots(study, spec, out)
         client.log_artifacts(parent_id, str(out), "study")
+    if spec.constraints:
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        client.log_metric(parent_id, "trials_feasible", sum(map(is_feasible, complete)))
+    _tag_best(client, study, spec, parent_id, best, closest)
+    return best
+
+
+def _tag_best(client: mlflow.MlflowClient, study: optuna.Study, spec: StudySpec,
+              parent_id: str, best: list[dict[str, Any]], closest: FrozenTrial | None) -> None:
+    """``best_<metric>`` and ``dlaas.best_trial`` / ``dlaas.best_run_ids`` for the best
+    feasible trial; with none feasible, ``dlaas.best_trial`` says so and
+    ``dlaas.closest_trial`` names the nearest miss. The study's user attribute
+    ``best_feasible_trial`` says the same in optuna-dashboard."""
     if best and not spec.multi_objective:
         row = best[0]
         client.log_metric(parent_id, f"best_{spec.objectives[0].metric}",
                           float(row[spec.objectives[0].metric]))
         client.set_tag(parent_id, "dlaas.best_trial", str(row["trial"]))
         client.set_tag(parent_id, "dlaas.best_run_ids", row["mlflow_run_ids"])
-    return best
+        study.set_user_attr(BEST_ATTR, row["trial"])
+    elif best:
+        study.set_user_attr(BEST_ATTR, [row["trial"] for row in best])
+    elif closest is not None:
+        client.set_tag(parent_id, "dlaas.best_trial", NONE_FEASIBLE)
+        client.set_tag(parent_id, "dlaas.closest_trial", str(closest.number))
+        study.set_user_attr(BEST_ATTR, NONE_FEASIBLE)
 
 
 def _plots(study: optuna.Study, spec: StudySpec, out: Path) -> None:

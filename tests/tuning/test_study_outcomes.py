@@ -1,0 +1,106 @@
+"""What a study reports, end to end: the best feasible trial everywhere, links and names for
+optuna-dashboard, and no best trial when none is feasible."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import uuid
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+
+from tests.tuning.studies import CHEAP_FIXED, study_cli, study_runs, write_spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the study tests train with PyTorch (extra: torch)")
+
+
+def _name() -> str:
+    return f"study-{uuid.uuid4().hex[:8]}"
+
+
+def _load(name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
+
+
+def _csv(run_id: str, path: str) -> list[dict[str, str]]:
+    text = mlflow.artifacts.load_text(f"runs:/{run_id}/{path}")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_a_constraint_the_fastest_trial_breaks_makes_the_feasible_one_best(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    # one step trains fastest and learns nothing; 60 steps reach the accuracy asked for
+    spec = write_spec(tmp_path, name=name, sampler="grid", n_trials=2,
+                      fixed={**{k: v for k, v in CHEAP_FIXED.items() if k != "max_steps"},
+                             "epochs": 5, "batch_size": 32},
+                      search_space={"max_steps": [1, 60]},
+                      objectives=[{"metric": "train_time", "direction": "minimize"}],
+                      constraints=[{"metric": "accuracy", "op": ">=", "value": 0.5}])
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (parent,), children = study_runs(name)
+    by_steps = {c.data.params["max_steps"]: c for c in children}
+    fast, good = by_steps["1"], by_steps["60"]
+    assert fast.data.metrics["train_time_seconds"] < good.data.metrics["train_time_seconds"]
+    assert fast.data.metrics["final_test_accuracy"] < 0.5 <= good.data.metrics[
+        "final_test_accuracy"]
+
+    study = _load(name)
+    best_number = next(t.number for t in study.trials if t.params["max_steps"] == 60)
+    # the parent run: metric, tags, table
+    assert parent.data.metrics["best_train_time_seconds"] == pytest.approx(
+        good.data.metrics["train_time_seconds"])
+    assert parent.data.tags["dlaas.best_trial"] == str(best_number)
+    assert parent.data.tags["dlaas.best_run_ids"] == good.info.run_id
+    assert parent.data.metrics["trials_feasible"] == 1
+    (row,) = _csv(parent.info.run_id, "study/best_trial.csv")
+    assert row["trial"] == str(best_number) and row["feasible"] == "True"
+    (last,) = [line for line in out.stderr.splitlines() if line.startswith("[2/2]")]
+    assert f"(trial {best_number})" in last
+    assert f"best: trial={best_number}," in out.stdout
+    # Optuna and optuna-dashboard: constraints, names, links
+    assert study.best_trial.number == best_number
+    assert study.metric_names == ["train_time_seconds"]
+    for trial in study.trials:
+        run = fast if trial.params["max_steps"] == 1 else good
+        assert trial.system_attrs["constraints"] == [pytest.approx(
+            max(0.0, 0.5 - run.data.metrics["final_test_accuracy"]))]
+        assert trial.user_attrs["feasible"] == (run is good)
+        assert trial.user_attrs["mlflow_run_id"] == run.info.run_id
+        assert trial.user_attrs["mlflow_run_url"] == (
+            f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/"
+            f"{run.info.run_id}")
+
+
+def test_with_no_feasible_trial_none_is_named_best_and_the_closest_is_said(
+    cli_path: str, tracking: str, tmp_path: Path
+) -> None:
+    name = _name()
+    spec = write_spec(tmp_path, name=name, n_trials=1,
+                      constraints=[{"metric": "accuracy", "op": ">=", "value": 1.5}])
+    out = study_cli(cli_path, spec)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "no trial met the constraints, so none is named best; the closest was trial 0 " \
+           "(final_test_accuracy >= 1.5 missed by" in out.stderr
+    assert "best:" not in out.stdout
+    (parent,), _ = study_runs(name)
+    assert not any(k.startswith("best_") for k in parent.data.metrics)
+    assert parent.data.tags["dlaas.best_trial"].startswith("none")
+    assert parent.data.tags["dlaas.closest_trial"] == "0"
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id,
+                                                                      "study")}
+    assert "study/best_trial.csv" not in artifacts
+    assert _csv(parent.info.run_id, "study/closest_trial.csv")[0]["feasible"] == "False"
+    assert _load(name).user_attrs["best_feasible_trial"].startswith("none")
