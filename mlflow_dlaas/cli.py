@@ -226,6 +226,17 @@ def demo_command() -> None:
     run_demo()
 
 
+@cli.command("projects-path")
+@click.argument("project", required=False)
+@reports_errors
+def projects_path_command(project: str | None) -> None:
+    """Print the folder of the MLflow Projects, or of PROJECT (a framework or runtime), for
+    `mlflow run "$(mlflow-dlaas projects-path pytorch)" -e train ...`."""
+    from mlflow_dlaas.project_paths import project_dir, projects_dir
+
+    click.echo(str(project_dir(project) if project else projects_dir()))
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="mlflow-dlaas")

@@ -14,7 +14,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import mlflow
@@ -30,22 +29,10 @@ from mlflow.projects.utils import (
     PROJECT_SYNCHRONOUS,
 )
 
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
+from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.run_lifecycle import end_run
 from mlflow_dlaas.worker.lifeline import stop_process_tree
-
-PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
-
-
-def projects_dir() -> Path:
-    """The folder holding ``projects/<framework>`` (MLFLOW_DLAAS_PROJECTS overrides)."""
-    candidates = [Path(os.environ[PROJECTS_ENV])] if os.environ.get(PROJECTS_ENV) else []
-    candidates.append(Path(__file__).resolve().parents[1] / "projects")
-    for path in candidates:
-        if (path / "pytorch" / "MLproject").is_file():
-            return path
-    raise ConfigError(f"cannot find the projects/ folder; set {PROJECTS_ENV} to the "
-                      "mlflow-dlaas checkout's projects/ directory")
 
 
 def use_this_python() -> None:
