@@ -13,7 +13,7 @@ from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.validity import ValidityThresholds
 
-SCENARIOS = ("single_stream", "offline", "server", "ensemble")
+SCENARIOS = ("single_stream", "multi_stream", "offline", "server", "ensemble")
 PRECISIONS = ("fp32", "fp16", "int8")
 ENSEMBLE_MODES = ("threads", "processes")
 #: Served fresh (no model_uri): an architecture of the registry, or ResNet-18 (PyTorch-built).
@@ -24,8 +24,12 @@ FRESH_MODELS = (*sorted(MODELS), "resnet18")
 class InferConfig:
     runtime: str
     model: str = "lenet5"
-    model_uri: str = ""  # runs:/<id> of a training run; overrides model
-    input_shape: str = ""  # e.g. 3x32x32; default per model
+    #: overrides model: runs:/<id> of a training run, or the user's own model (a path,
+    #: file://, runs:/<id>/<path>, models:/<name>/<version>, mlflow-artifacts:/...)
+    model_uri: str = ""
+    input_shape: str = ""  # per sample, e.g. 3x32x32 (name:shape,... for several inputs)
+    input_dtype: str = ""  # the user's model: float32, int64, ... (name:dtype,...)
+    input_data: str = ""  # the user's model: an .npz of real samples, one array per input
     batch_sizes: tuple[int, ...] = (1, 8, 32)
     scenarios: tuple[str, ...] = ("single_stream", "offline", "server")
     min_query_count: int = 100
@@ -33,6 +37,9 @@ class InferConfig:
     warmup_queries: int = 10
     server_target_qps: float = 0.0  # 0: half the single-stream capacity at batch 1
     server_p99_bound_ms: float = 0.0  # > 0: also search the highest rate under this p99
+    server_max_batch: int = 1  # > 1: dynamic batching of queued queries, up to this many
+    server_max_wait_ms: float = 0.0  # how long the oldest query may wait for a batch to fill
+    multi_stream_samples: int = 8  # samples per multi-stream query
     ensemble_size: int = 2
     ensemble_mode: str = "threads"
     precision: str = "fp32"
@@ -68,6 +75,13 @@ class InferConfig:
                               "warmup_queries >= 0")
         if self.ensemble_size < 1:
             raise ConfigError("ensemble_size must be >= 1")
+        if self.server_max_batch < 1 or self.server_max_wait_ms < 0:
+            raise ConfigError("server_max_batch must be >= 1 and server_max_wait_ms >= 0")
+        if self.multi_stream_samples < 1:
+            raise ConfigError("multi_stream_samples must be >= 1")
+        if (self.input_dtype or self.input_data) and not self.model_uri:
+            raise ConfigError("input_dtype and input_data apply to your own model: give "
+                              "model_uri too")
         if not (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s)):
             raise ConfigError(f"stall_timeout_s must be a finite number > 0, "
                               f"got {self.stall_timeout_s}")

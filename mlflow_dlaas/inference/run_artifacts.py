@@ -1,14 +1,21 @@
-"""Fetch a training run's model for the measured worker (entry side: this imports MLflow)."""
+"""Fetch a training run's model, or the user's own, for the measured worker (entry side: this
+imports MLflow)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
-from mlflow_dlaas.errors import ConfigError
+import numpy as np
+
+from mlflow_dlaas.errors import ConfigError, WorkloadError
+from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE, run_id_from
+from mlflow_dlaas.inference.user_model import local_path
 from mlflow_dlaas.tracking import redact_text
 
 
@@ -42,3 +49,108 @@ def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Pat
              "framework": run.data.tags.get("dlaas.framework", "unknown")}
     (directory / SOURCE_FILE).write_text(json.dumps(about))
     return directory
+
+
+def is_training_run(model_uri: str) -> bool:
+    """Whether ``model_uri`` names an mlflow-dlaas training run (``runs:/<id>[/...]`` of a
+    run with the model / input_shape params), which the training-run path serves."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run_id = run_id_from(model_uri)
+    except ConfigError:
+        return False
+    try:
+        params = mlflow.MlflowClient().get_run(run_id).data.params
+    except MlflowException:
+        return "/" not in model_uri.removeprefix("runs:/").strip("/")  # say "does not exist"
+    return "model" in params and "input_shape" in params
+
+
+def prepare_user_model(config: InferConfig, runtime: str, consumes: str,
+                       directory: Path) -> None:
+    """The user's own model into ``directory``: download an MLflow model (its signature and
+    input example fill input_shape / input_dtype / input_data the user left out), then open
+    it in its own framework in a process of its own (``user_model``)."""
+    shape, dtype, data = config.input_shape, config.input_dtype, config.input_data
+    path = local_path(config.model_uri)
+    if path is None:
+        path, found = _download_mlflow_model(config.model_uri, directory / "download")
+        shape, dtype, data = shape or found[0], dtype or found[1], data or found[2]
+    command = [sys.executable, "-m", "mlflow_dlaas.inference.user_model", "--model", str(path),
+               "--runtime", runtime, "--consumes", consumes, "--out", str(directory),
+               "--seed", str(config.seed), "--input_shape", shape, "--input_dtype", dtype,
+               "--input_data", data,
+               "--copies", str(config.ensemble_size if "ensemble" in config.scenarios else 1)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode == ConfigError.exit_code:
+        raise ConfigError(done.stderr.strip().splitlines()[-1])
+    if done.returncode != 0:
+        raise WorkloadError(f"opening {config.model_uri} failed: {done.stderr.strip()[-2000:]}")
+
+
+def _download_mlflow_model(model_uri: str, directory: Path) -> tuple[Path, tuple[str, str, str]]:
+    """Download an MLflow model; the file to serve and (input_shape, input_dtype,
+    input_data) from its signature and input example ('' where it has none)."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+    from mlflow.models import Model
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri,
+                                                         dst_path=str(directory)))
+    except (MlflowException, OSError) as e:
+        message = getattr(e, "message", str(e)).strip().splitlines()[0]
+        raise ConfigError(redact_text(f"model_uri {model_uri}: cannot download it from "
+                                      f"{mlflow.get_tracking_uri()}: {message}")) from None
+    if local.is_file():  # an artifact that is itself the model file (model.onnx, ...)
+        return local, ("", "", "")
+    if not (local / "MLmodel").is_file():
+        raise ConfigError(f"model_uri {model_uri} is neither a model file nor an MLflow model "
+                          "(no MLmodel file)")
+    model = Model.load(str(local))
+    path = _flavor_file(model_uri, model.flavors, local)
+    shape = dtype = data = ""
+    if model.signature is not None and model.signature.inputs is not None:
+        specs = [s for s in model.signature.inputs.inputs if hasattr(s, "shape")]
+        named = len(specs) > 1 or any(getattr(s, "name", None) for s in specs)
+        shapes, dtypes = [], []
+        for s in specs:
+            dims = list(s.shape)[1:]
+            prefix = f"{s.name}:" if named and s.name else ""
+            if dims and all(d > 0 for d in dims):
+                shapes.append(prefix + "x".join(map(str, dims)))
+            dtypes.append(prefix + s.type.name)
+        shape, dtype = ",".join(shapes), ",".join(dtypes)
+    with contextlib.suppress(Exception):  # an example that cannot be read is no input
+        example = model.load_input_example(str(local))
+        if example is not None:
+            arrays = example if isinstance(example, dict) else {"input": example}
+            data = str(directory / "input_example.npz")
+            np.savez(data, **{k: np.asarray(v) for k, v in arrays.items()})
+    return path, (shape, dtype, data)
+
+
+def _flavor_file(model_uri: str, flavors: dict, local: Path) -> Path:
+    """The model file inside a downloaded MLflow model, by flavor."""
+    if "onnx" in flavors:
+        return local / flavors["onnx"].get("data", "model.onnx")
+    if "pytorch" in flavors:
+        data = local / flavors["pytorch"].get("model_data", "data")
+        found = sorted(data.glob("*.pt2")) or sorted(data.glob("*.pth"))
+        if found:
+            return found[0]
+    if "keras" in flavors or "tensorflow" in flavors:
+        found = sorted(local.rglob("*.keras")) or [p.parent for p in local.rglob("saved_model.pb")]
+        if found:
+            return found[0]
+    served = {"onnx", "pytorch", "keras", "tensorflow"}
+    names = ", ".join(sorted(set(flavors) - {"python_function"})) or "python_function only"
+    if served & set(flavors):
+        raise ConfigError(f"model_uri {model_uri}: its {names} flavor holds no model file "
+                          "this tool can open")
+    raise ConfigError(f"model_uri {model_uri} has flavor(s) {names}; mlflow-dlaas serves "
+                      "onnx, pytorch and tensorflow / keras models")

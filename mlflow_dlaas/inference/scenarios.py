@@ -135,7 +135,12 @@ def server(predict: Predictor, pool: Any, target_qps: float, rule: StoppingRule,
         predict(pool[:size])
     rng = np.random.default_rng(seed)
     count = max(rule.min_queries, int(np.ceil(rule.min_duration_s * target_qps)))
-    arrivals_ns = (np.cumsum(rng.exponential(1.0 / target_qps, count)) * 1e9).astype(np.int64)
+    arrivals_s = np.cumsum(rng.exponential(1.0 / target_qps, count))
+    while arrivals_s[-1] < rule.min_duration_s:  # the last query is issued after the minimum
+        more = rng.exponential(1.0 / target_qps, max(16, count // 4))
+        arrivals_s = np.concatenate((arrivals_s, arrivals_s[-1] + np.cumsum(more)))
+    count = len(arrivals_s)
+    arrivals_ns = (arrivals_s * 1e9).astype(np.int64)
     latencies = np.empty(count, dtype=np.int64)
     calls, first = 0, 0
     start = time.perf_counter_ns()

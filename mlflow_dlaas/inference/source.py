@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.user_model import UserModel, read_user_model
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.models.resnet import RESNET18_CLASSES, RESNET18_INPUT
 from mlflow_dlaas.models.spec import ArchitectureSpec
@@ -45,6 +46,8 @@ class ModelSource:
     onnx_path: Path | None = None
     torch_module: Any = None  # the PyTorch module when this process built or loaded it
     model_dir: Path | None = None  # the training run's saved model, downloaded
+    #: the user's own model (inputs: a Feed of named arrays, in the model's own layout)
+    user: UserModel | None = None
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -128,6 +131,10 @@ def run_source(directory: Path) -> ModelSource:
     """A model from a folder filled in another process: a training run's (params, ONNX
     export, reference outputs, model files) or a fresh export's (``fresh_export``)."""
     about = json.loads((directory / SOURCE_FILE).read_text())
+    if "user" in about:
+        user, inputs, outputs = read_user_model(directory, about)
+        return ModelSource(about["model"], user.inputs[0].shape, 0, inputs, outputs,  # type: ignore[arg-type]
+                           about["framework"], onnx_path=user.onnx_path, user=user)
     shape = parse_shape(about["input_shape"])
     onnx_dir, model_dir = directory / ONNX_DIR, directory / MODEL_DIR
     onnx_path = onnx_dir / "model.onnx"

@@ -18,7 +18,11 @@ import mlflow
 from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.run_artifacts import fetch_run_model
+from mlflow_dlaas.inference.run_artifacts import (
+    fetch_run_model,
+    is_training_run,
+    prepare_user_model,
+)
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
 from mlflow_dlaas.parallelism import worker_environment
@@ -59,6 +63,9 @@ def run_inference(config: InferConfig) -> str:
 def _prepare_source(config: InferConfig, consumes: str, directory: Path) -> None:
     """Fetch the training run's model, or export a fresh one to ONNX in its own process
     (so that no PyTorch is loaded where ONNX Runtime or OpenVINO is measured)."""
+    if config.model_uri and not is_training_run(config.model_uri):  # the user's own model
+        prepare_user_model(config, config.runtime, consumes, directory)
+        return
     if config.model_uri:
         fetch_run_model(config.model_uri, directory, with_model=consumes != "onnx")
         return

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.environment import as_tags, fingerprint
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
@@ -38,6 +39,7 @@ from mlflow_dlaas.inference.source import (
     parse_shape,
     run_source,
 )
+from mlflow_dlaas.inference.user_model import in_batches, inputs_for
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
@@ -79,10 +81,13 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
         predict = runtime.prepare(source, options_of(config))
         load_s = time.perf_counter() - t0
     _describe(channel, runtime, source, load_s)
+    _check_batching(source, config)
+    if source.user is not None and source.user.fixed_batch:
+        predict = _in_fixed_batches(predict, source.user.fixed_batch)
     with channel.phase("check"):
         _check(channel, predict, runtime, source, config)
-    data = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1,
-                                       max(config.batch_sizes) * OFFLINE_POOL))
+    data = _inputs(runtime, source, config.seed + 1, OFFLINE_POOL * max(
+        *config.batch_sizes, config.server_max_batch, config.multi_stream_samples))
     measured: Measured = []
     for scenario in config.scenarios:
         with channel.phase(scenario):
@@ -92,6 +97,38 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
                   for s in scenarios.rule_shortfalls(f"{name} batch {batch}", result, rule)]
     channel.tags({"dlaas.scenario_rules": "not met: " + "; ".join(shortfalls)
                   if shortfalls else "met"})
+
+
+def _inputs(runtime: InferenceRuntime, source: ModelSource, seed: int, n: int) -> Any:
+    """``n`` samples in the runtime's layout (the user's model: its own inputs, as a Feed)."""
+    if source.user is not None:
+        return inputs_for(source.user, n, seed)
+    return runtime.layout(fresh_inputs(source.input_shape, seed, n))
+
+
+def _in_fixed_batches(predict: scenarios.Predictor, fixed: int) -> scenarios.Predictor:
+    """A predictor that takes any multiple of ``fixed`` samples (multi-stream queries)."""
+
+    def predict_any(x: Any) -> np.ndarray:
+        return predict(x) if len(x) == fixed else in_batches(predict, x, fixed)
+
+    return predict_any
+
+
+def _check_batching(source: ModelSource, config: InferConfig) -> None:
+    """A model that fixes its batch size runs at that batch size only."""
+    fixed = source.user.fixed_batch if source.user is not None else None
+    if fixed is None:
+        return
+    if set(config.batch_sizes) != {fixed}:
+        raise ConfigError(f"{source.name} fixes its batch size at {fixed}; give -P "
+                          f"batch_sizes={fixed}")
+    if "server" in config.scenarios and (fixed != 1 or config.server_max_batch != 1):
+        raise ConfigError(f"{source.name} fixes its batch size at {fixed}: the server "
+                          "scenario needs batch 1 queries and server_max_batch=1")
+    if "multi_stream" in config.scenarios and config.multi_stream_samples % fixed:
+        raise ConfigError(f"{source.name} fixes its batch size at {fixed}: "
+                          f"multi_stream_samples must be a multiple of {fixed}")
 
 
 def _report_batch(channel: WorkerChannel, scenario: str, batch: int,
@@ -123,7 +160,9 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
     in_force = {**runtime.threads_in_force(), **process_settings_in_force()}
     channel.params({**{f"in_force_{k}": v for k, v in in_force.items()},
                     "input_shape": "x".join(map(str, source.input_shape)),
-                    "reference_framework": source.reference_framework})
+                    "reference_framework": source.reference_framework,
+                    **({"model_inputs": source.user.describe_inputs()}
+                       if source.user is not None else {})})
     channel.tags({"dlaas.runtime_version": runtime.version(), **as_tags(fingerprint())})
     channel.metrics({"load_time_seconds": load_s})
 
@@ -131,7 +170,10 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
 def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: InferenceRuntime,
            source: ModelSource, config: InferConfig) -> None:
     reference = source.reference_outputs if source.reference_outputs.size else runtime.reference()
-    outputs = predict(runtime.layout(source.reference_inputs))
+    if source.user is not None:  # the model's own layout
+        outputs = predict(source.reference_inputs)
+    else:
+        outputs = predict(runtime.layout(source.reference_inputs))
     result = equivalence.compare(outputs, reference, precision=config.precision,
                                  rtol=config.rtol, atol=config.atol)
     channel.metrics(result.metrics())
@@ -159,22 +201,44 @@ def _offline(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndar
     return measured
 
 
-def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
+                  config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
+    """Queries of ``multi_stream_samples`` samples back to back (step = samples per query);
+    a model that fixes its batch size takes each query in batches of that size."""
+    n = config.multi_stream_samples
+    result = scenarios.multi_stream(predict, data, n, rule)
+    channel.metrics(result.metrics("multi_stream"), step=n)
+    return [("multi_stream", n, result)]
+
+
+def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
             config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
-    """Batch-1 queries; the rate defaults to half of what single-stream sustains."""
-    x = data[:1]
+    """One-sample queries at the target rate (default: half of what batch-1 single-stream
+    sustains), batched dynamically when ``server_max_batch`` > 1. Every rate measured (the
+    target and each probe of the search) is a point of ``server_load/...`` with
+    step = offered queries/s, so MLflow plots latency against offered load."""
+    batching = {"max_batch": config.server_max_batch,
+                "max_wait_s": config.server_max_wait_ms / 1000.0}
     target = config.server_target_qps
     if target <= 0:
-        probe = scenarios.single_stream(predict, x, scenarios.StoppingRule(20, 0.2, 2))
+        probe = scenarios.single_stream(predict, data[:1], scenarios.StoppingRule(20, 0.2, 2))
         target = 0.5 * 1000.0 / probe.mean_ms
-    result = scenarios.server(predict, x, target, rule, seed=config.seed)
+    result = scenarios.server(predict, data, target, rule, seed=config.seed, **batching)
     channel.metrics({**result.latency.metrics("server"), "server/target_qps": target,
-                     "server/achieved_qps": result.achieved_qps})
-    if config.server_p99_bound_ms > 0:
-        best, tried = scenarios.max_rate_within_bound(predict, x, config.server_p99_bound_ms,
-                                                      target, rule)
+                     "server/achieved_qps": result.achieved_qps,
+                     "server/mean_batch_size": result.mean_batch_size})
+    tried = [result]
+    if config.server_p99_bound_ms > 0:  # its first probe is the target rate again
+        best, tried = scenarios.max_rate_within_bound(
+            predict, data, config.server_p99_bound_ms, target, rule, seed=config.seed,
+            **batching)
         channel.metrics({"server/max_qps_within_p99_bound": best,
                          "server/rate_search_probes": float(len(tried))})
+    for point in sorted(tried, key=lambda r: r.target_qps):
+        channel.metrics({"server_load/latency_p99_ms": point.latency.p99_ms,
+                         "server_load/achieved_qps": point.achieved_qps,
+                         "server_load/query_count": float(point.latency.count)},
+                        step=max(1, round(point.target_qps)))
     return [("server", 1, result.latency)]
 
 
@@ -249,7 +313,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
     runtime.load()
     source = resolve_source(config, runtime)
     predict = runtime.prepare(source, options_of(config))
-    x = runtime.layout(fresh_inputs(source.input_shape, config.seed + 1, 1))
+    x = _inputs(runtime, source, config.seed + 1, 1)
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
                                   config.warmup_queries)
     queue.put("loaded")
@@ -257,8 +321,8 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
     queue.put(scenarios.single_stream(predict, x, rule))
 
 
-SCENARIO_RUNNERS = {"single_stream": _single_stream, "offline": _offline, "server": _server,
-                    "ensemble": _ensemble}
+SCENARIO_RUNNERS = {"single_stream": _single_stream, "multi_stream": _multi_stream,
+                    "offline": _offline, "server": _server, "ensemble": _ensemble}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

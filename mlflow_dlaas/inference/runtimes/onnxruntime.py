@@ -23,6 +23,9 @@ TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
 
 def require_onnx(source: ModelSource, runtime: str) -> Path:
     if source.onnx_path is None or not source.onnx_path.is_file():
+        if source.user is not None:
+            raise ConfigError(f"the {runtime} runtime serves ONNX, and {source.name} has no "
+                              "ONNX file")
         raise ConfigError(f"the {runtime} runtime serves an ONNX export, and run "
                           f"{source.run_id} has none (its tag dlaas.onnx says why)")
     return source.onnx_path
@@ -94,6 +97,15 @@ class OnnxRuntimeRuntime(InferenceRuntime):
                           "providers": ",".join(session.get_providers())}
         name = session.get_inputs()[0].name
         run = session.run
+        if source.user is not None:  # named inputs, in a Feed
+
+            def predict_feed(x: Any) -> np.ndarray:
+                if options.precision == "fp16":
+                    return run(None, {k: a.astype(np.float16) if a.dtype == np.float32 else a
+                                      for k, a in x.arrays.items()})[0].astype(np.float32)
+                return run(None, x.arrays)[0]
+
+            return predict_feed
         if options.precision != "fp16":
 
             def predict_fp32(x: np.ndarray) -> np.ndarray:  # no conversions on the hot path

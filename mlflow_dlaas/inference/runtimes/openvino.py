@@ -48,6 +48,12 @@ class OpenVINORuntime(InferenceRuntime):
                           "inference_precision": str(
                               compiled.get_property("INFERENCE_PRECISION_HINT"))}
         request = compiled.create_infer_request()
+        if source.user is not None:  # named inputs, in a Feed
+
+            def predict_feed(x: Any) -> np.ndarray:
+                return np.array(request.infer(x.arrays)[0], copy=True)
+
+            return predict_feed
 
         def predict(x: np.ndarray) -> np.ndarray:
             return np.array(request.infer([x])[0], dtype=np.float32, copy=True)

@@ -41,6 +41,8 @@ class PyTorchRuntime(InferenceRuntime):
         if options.precision == "fp16" and options.device != "cuda":
             raise ConfigError("fp16 needs device=cuda (half precision on this CPU is not a "
                               "supported inference path)")
+        if source.user is not None:
+            return self._prepare_user(source, options)
         module = source.torch_module
         if module is None:
             if source.trained_with != "pytorch":
@@ -66,6 +68,36 @@ class PyTorchRuntime(InferenceRuntime):
                 out = module(torch.from_numpy(x).to(device=device, dtype=dtype))
                 torch.cuda.synchronize()
                 return out.float().cpu().numpy()
+
+        return predict
+
+
+    def _prepare_user(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        """The user's TorchScript / torch.export / pickled module, on its named inputs."""
+        from mlflow_dlaas.inference.user_model import first_output, load_torch
+
+        torch, user = self.torch, source.user
+        assert user is not None
+        module = load_torch(torch, user.kind, user.path)
+        device = torch.device(options.device)
+        module = module.to(device)
+        if options.precision == "fp16":
+            module = module.half()
+        if options.torch_compile:
+            module = torch.compile(module)
+        names = [s.name for s in user.inputs]
+        half = options.precision == "fp16"
+
+        def tensor(a: np.ndarray) -> Any:
+            t = torch.from_numpy(a).to(device)
+            return t.half() if half and t.is_floating_point() else t
+
+        def predict(x: Any) -> np.ndarray:
+            with torch.inference_mode():
+                out = first_output(module(*[tensor(x[n]) for n in names]))
+            if options.device == "cuda":
+                torch.cuda.synchronize()
+            return out
 
         return predict
 

@@ -50,6 +50,8 @@ class TensorFlowRuntime(InferenceRuntime):
                               "onnxruntime, fp16 needs a GPU runtime")
         if options.device == "cuda" and not tf.config.list_physical_devices("GPU"):
             raise ConfigError("device cuda requested, but TensorFlow sees no GPU here")
+        if source.user is not None:
+            return self._prepare_user(source, options)
         if source.run_id is not None:
             if source.trained_with != "tensorflow":
                 raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"
@@ -72,5 +74,22 @@ class TensorFlowRuntime(InferenceRuntime):
         def predict(x: np.ndarray) -> np.ndarray:
             with tf.device(device):
                 return compiled(tf.constant(x)).numpy()
+
+        return predict
+
+    def _prepare_user(self, source: ModelSource, options: InferenceOptions) -> Predictor:
+        """The user's Keras file or SavedModel on its named inputs, XLA as asked."""
+        from mlflow_dlaas.inference.user_model import first_output_tf, load_keras
+
+        tf, user = self.tf, source.user
+        assert user is not None
+        call, _ = load_keras(tf, user.kind, user.path)
+        compiled = tf.function(lambda x: call(**x), jit_compile=options.jit_compile)
+        device = "/GPU:0" if options.device == "cuda" else "/CPU:0"
+
+        def predict(x: Any) -> np.ndarray:
+            with tf.device(device):
+                return first_output_tf(compiled({k: tf.constant(a)
+                                                 for k, a in x.arrays.items()}))
 
         return predict

@@ -1,0 +1,174 @@
+"""The user's own model: opened in its own framework, served by every runtime that can take it.
+
+Every model here is written by the test through the framework's own API.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference import equivalence
+from mlflow_dlaas.inference.runtimes import InferenceOptions, get_runtime
+from mlflow_dlaas.inference.source import run_source
+from mlflow_dlaas.inference.user_model import is_user_model_uri, prepare, synthetic_feed
+
+
+def _skip_unless(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed here")
+
+
+def write_two_input_onnx(path: Path) -> Path:
+    """out = x @ W + y, x [batch, 4], y [batch, k] (k dynamic: the user must give it)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "y"],
+                                                                         ["out"])],
+        "two_inputs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "k"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(weights, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def _serve(directory: Path, runtime: str) -> tuple[np.ndarray, np.ndarray]:
+    source = run_source(directory)
+    rt = get_runtime(runtime)
+    rt.load()
+    predict = rt.prepare(source, InferenceOptions())
+    return predict(source.reference_inputs), source.reference_outputs
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_an_onnx_file_with_two_inputs_runs_as_onnx_computes_it(tmp_path: Path,
+                                                                runtime: str) -> None:
+    _skip_unless("onnx", runtime)
+    model = write_two_input_onnx(tmp_path / "two.onnx")
+    with pytest.raises(ConfigError, match=r"input 'y' has dynamic dimensions \[\?, \?\]; give "
+                                          r"-P input_shape=y:N"):
+        prepare(model, runtime=runtime, consumes="onnx", directory=tmp_path / "a")
+    prepare(model, runtime=runtime, consumes="onnx", directory=tmp_path / "b",
+            input_shape="y:3", seed=3)
+    outputs, reference = _serve(tmp_path / "b", runtime)
+    assert reference.shape == (4, 3)
+    assert equivalence.compare(outputs, reference, precision="fp32", rtol=1e-4,
+                               atol=1e-5).passed
+
+
+def test_real_samples_come_from_an_npz_and_are_checked(tmp_path: Path) -> None:
+    _skip_unless("onnx", "onnxruntime")
+    model = write_two_input_onnx(tmp_path / "two.onnx")
+    data = tmp_path / "samples.npz"
+    np.savez(data, x=np.ones((2, 4)), y=np.full((2, 3), 5.0))
+    prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "ok",
+            input_shape="y:3", input_data=str(data))
+    source = run_source(tmp_path / "ok")
+    assert source.reference_inputs["y"].dtype == np.float32  # cast to the model's dtype
+    assert np.all(source.reference_inputs["y"] == 5.0)
+    np.savez(data, x=np.ones((2, 4)))
+    with pytest.raises(ConfigError, match="has no array for input"):
+        prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "bad",
+                input_shape="y:3", input_data=str(data))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [("absent.onnx", None, "does not exist"),
+     ("broken.onnx", b"not a protobuf at all", "cannot read broken.onnx as a ONNX model"),
+     ("weights.bin", b"\0", "unknown model format 'weights.bin'"),
+     ("model.pt", b"PK not a zip", "not a TorchScript or torch.save archive")])
+def test_unusable_files_are_refused_in_one_line(tmp_path: Path, name: str,
+                                                content: bytes | None, message: str) -> None:
+    _skip_unless("onnx")
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as caught:
+        prepare(path, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_runtime_that_cannot_take_the_model_says_why(tmp_path: Path) -> None:
+    _skip_unless("onnx")
+    model = write_two_input_onnx(tmp_path / "two.onnx")
+    with pytest.raises(ConfigError, match="the pytorch runtime cannot load a onnx model; "
+                                          "serve it with onnxruntime or openvino"):
+        prepare(model, runtime="pytorch", consumes="pytorch", directory=tmp_path / "out")
+
+
+def test_torchscript_runs_natively_and_exported_to_onnx(tmp_path: Path) -> None:
+    _skip_unless("torch", "onnx", "onnxruntime")
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                 torch.nn.Linear(4 * 6 * 6, 5)).eval()
+    path = tmp_path / "net.pt"
+    torch.jit.trace(module, torch.rand(1, 1, 8, 8)).save(str(path))
+    with pytest.raises(ConfigError, match="records no input shapes; give -P input_shape="):
+        prepare(path, runtime="pytorch", consumes="pytorch", directory=tmp_path / "none")
+    for runtime, consumes in (("pytorch", "pytorch"), ("onnxruntime", "onnx")):
+        prepare(path, runtime=runtime, consumes=consumes, directory=tmp_path / runtime,
+                input_shape="1x8x8")
+        outputs, reference = _serve(tmp_path / runtime, runtime)
+        assert outputs.shape == (4, 5)
+        assert equivalence.compare(outputs, reference, precision="fp32", rtol=1e-3,
+                                   atol=1e-5).passed, runtime
+    assert (tmp_path / "onnxruntime" / "onnx" / "model.onnx").is_file()
+
+
+def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
+    _skip_unless("torch")
+    import torch
+
+    path = tmp_path / "weights.pth"
+    torch.save(torch.nn.Linear(2, 2).state_dict(), str(path))
+    with pytest.raises(ConfigError, match="holds a OrderedDict, not a module"):
+        prepare(path, runtime="pytorch", consumes="pytorch", directory=tmp_path / "out",
+                input_shape="2")
+
+
+def test_a_keras_file_runs_on_tensorflow_and_says_why_not_on_onnx(tmp_path: Path) -> None:
+    _skip_unless("tensorflow")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="relu"),
+                              keras.layers.Dense(3)])
+    path = tmp_path / "small.keras"
+    model.save(str(path))
+    prepare(path, runtime="tensorflow", consumes="tensorflow", directory=tmp_path / "tf")
+    outputs, reference = _serve(tmp_path / "tf", "tensorflow")
+    assert outputs.shape == (4, 3)
+    assert equivalence.compare(outputs, reference, precision="fp32", rtol=1e-4,
+                               atol=1e-5).passed
+    if importlib.util.find_spec("tf2onnx") is None:
+        with pytest.raises(ConfigError, match="needs tf2onnx"):
+            prepare(path, runtime="openvino", consumes="onnx", directory=tmp_path / "ov")
+
+
+def test_synthetic_inputs_are_seeded_and_typed() -> None:
+    from mlflow_dlaas.inference.user_model import InputSpec
+
+    specs = [InputSpec("ids", (5,), "int64"), InputSpec("mask", (5,), "bool")]
+    a, b = synthetic_feed(specs, 3, 1), synthetic_feed(specs, 3, 1)
+    assert np.array_equal(a["ids"], b["ids"]) and a["ids"].dtype == np.int64
+    assert a["mask"].dtype == np.bool_ and len(a[:2]) == 2
+
+
+def test_which_uris_are_the_users_own_models() -> None:
+    assert is_user_model_uri("/data/model.onnx") and is_user_model_uri("models:/lenet/1")
+    assert not is_user_model_uri("runs:/" + "a" * 32)

@@ -1,0 +1,109 @@
+"""The user's own model through the real ``mlflow run projects/<runtime> -e infer`` path."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+
+from mlflow_dlaas.run_lifecycle import REASON_TAG
+from tests.conftest import runs_of
+from tests.inference.test_user_model import write_two_input_onnx
+from tests.workloads.projects import mlflow_run
+
+pytestmark = pytest.mark.slow
+QUICK = {"batch_sizes": "1,4", "min_query_count": 20, "min_duration_s": 0.2,
+         "warmup_queries": 3, "monitor_interval": 0.1}
+
+
+def _skip_unless(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed here")
+
+
+def _finished(experiment: str) -> mlflow.entities.Run:
+    (run,) = runs_of(experiment)
+    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
+    return run
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_any_onnx_file_is_benchmarked_in_every_scenario(tracking: str, tmp_path: Path,
+                                                        runtime: str) -> None:
+    _skip_unless("onnx", runtime)
+    model = write_two_input_onnx(tmp_path / "two.onnx")
+    params = {**QUICK, "model_uri": f"file://{model}", "input_shape": "y:3",
+              "scenarios": "single_stream,multi_stream,offline,server",
+              "multi_stream_samples": 4, "server_max_batch": 4, "server_max_wait_ms": 1,
+              "server_p99_bound_ms": 20}
+    out = mlflow_run(runtime, tracking, params, entry="infer", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _finished(tracking)
+    m, client = run.data.metrics, mlflow.MlflowClient()
+    assert run.data.params["model_inputs"] == "x:float32[4],y:float32[3]"
+    assert run.data.params["reference_framework"] == "onnx"
+    assert m["equivalence/max_abs_error"] < 1e-4
+    assert "offline/throughput_samples_per_second" in m
+    assert [h.step for h in client.get_metric_history(run.info.run_id,
+                                                      "multi_stream/latency_p99_ms")] == [4]
+    curve = client.get_metric_history(run.info.run_id, "server_load/latency_p99_ms")
+    assert len(curve) == m["server/rate_search_probes"] >= 2  # every probe, step = offered QPS
+    met = [h.step for h in curve if h.value <= 20]
+    assert met and m["server/max_qps_within_p99_bound"] >= max(met) - 1
+
+
+def test_a_missing_model_file_fails_the_run_with_the_reason(tracking: str,
+                                                            tmp_path: Path) -> None:
+    _skip_unless("onnx", "onnxruntime")
+    out = mlflow_run("onnxruntime", tracking, {**QUICK, "model_uri": str(tmp_path / "no.onnx")},
+                     entry="infer", timeout=300)
+    assert out.returncode != 0 and "does not exist" in out.stderr
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED" and "does not exist" in run.data.tags[REASON_TAG]
+
+
+def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(tracking: str) -> None:
+    """models:/<name>/<version>: its signature gives the input shape, its input example the
+    samples; PyTorch's own outputs are the reference for every runtime."""
+    _skip_unless("torch", "onnx", "onnxruntime")
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    name = f"tiny-{uuid.uuid4().hex[:6]}"
+    with mlflow.start_run(run_name="register"):
+        mlflow.pytorch.log_model(module.eval(), name="model", registered_model_name=name,
+                                 input_example=np.random.default_rng(0).random(
+                                     (2, 6), dtype=np.float32), pip_requirements=["torch"])
+    for runtime in ("pytorch", "onnxruntime"):
+        out = mlflow_run(runtime, tracking, {**QUICK, "model_uri": f"models:/{name}/1",
+                                             "scenarios": "single_stream"}, entry="infer")
+        assert out.returncode == 0, out.stderr[-3000:]
+    served = [r for r in runs_of(tracking) if r.data.tags.get("dlaas.entry") == "infer"]
+    assert {r.info.status for r in served} == {"FINISHED"}
+    assert all(r.data.params["reference_framework"] == "pytorch" for r in served)
+    assert all(r.data.params["model_inputs"].endswith("float32[6]") for r in served)
+    assert all(r.data.metrics["equivalence/max_abs_error"] < 1e-4 for r in served)
+
+
+def test_a_keras_file_is_served_by_tensorflow_with_xla(tracking: str, tmp_path: Path) -> None:
+    _skip_unless("tensorflow")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activation="relu"),
+                              keras.layers.Dense(2)])
+    path = tmp_path / "small.keras"
+    model.save(str(path))
+    out = mlflow_run("tensorflow", tracking, {**QUICK, "model_uri": str(path),
+                                              "scenarios": "single_stream,offline",
+                                              "jit_compile": "true"}, entry="infer")
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _finished(tracking)
+    assert run.data.params["reference_framework"] == "tensorflow"
+    assert run.data.metrics["equivalence/max_abs_error"] < 1e-4
