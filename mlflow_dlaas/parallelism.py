@@ -14,6 +14,8 @@ from mlflow_dlaas.libraries.settings import (
     library_environment,
 )
 
+#: Boolean spellings of onednn's on / off.
+ONEDNN_ALIASES = {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}
 #: Settings given as strings (the rest are thread counts).
 STRING_SETTINGS = ("cpu_affinity", *LIBRARY_SETTINGS)
 #: The BLAS pools ``blas_threads`` sizes: OpenBLAS, MKL, BLIS (numpy's and the frameworks').
@@ -77,8 +79,11 @@ class ParallelismSettings:
         if unknown:
             raise ConfigError(f"unknown parallelism setting(s): {', '.join(unknown)}")
         defaults = {"openmp_runtime": "default", "allocator": "default", "onednn": "default"}
+        given = {k: str(v).strip().lower() or defaults.get(k, "") for k, v in libraries.items()}
+        if "onednn" in given:  # YAML reads on / off as booleans
+            given["onednn"] = ONEDNN_ALIASES.get(given["onednn"], given["onednn"])
         return cls(
-            **{k: str(v).strip().lower() or defaults.get(k, "") for k, v in libraries.items()},
+            **given,
             intra_op_threads=intra_op_threads or None,
             inter_op_threads=inter_op_threads or None,
             omp_threads=omp_threads or None,

@@ -107,3 +107,26 @@ def test_settings_not_in_force_are_named_with_what_serves_instead() -> None:
     assert any(f"allocator=jemalloc preloaded {os.path.realpath(jemalloc)}, but malloc is "
                "served by" in i and "libc" in i for i in issues), issues
     assert any("onednn=off: test reports no oneDNN state" in i for i in issues), issues
+
+
+def test_study_specs_search_library_settings_as_categorical_dimensions() -> None:
+    import yaml
+
+    from mlflow_dlaas.tuning.spec import parse_spec
+
+    raw = yaml.safe_load("""
+frameworks: [pytorch]
+entry_point: train
+search_space:
+  openmp_runtime: [default, gnu, intel]
+  allocator: [default, jemalloc, tcmalloc]
+  onednn: [on, off]  # YAML booleans, read as on / off
+objectives: [{metric: train_time, direction: minimize}]
+""")
+    spec = parse_spec(raw, default_name="libraries")
+    dims = {d.name: d for d in spec.search_space}
+    assert dims["allocator"].kind == "categorical"
+    assert dims["openmp_runtime"].choices == ("default", "gnu", "intel")
+    raw["search_space"]["allocator"] = ["default", "hoard"]
+    with pytest.raises(ConfigError, match="search_space.allocator='hoard'.*jemalloc"):
+        parse_spec(raw, default_name="libraries")
