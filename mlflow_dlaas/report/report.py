@@ -21,6 +21,7 @@ from mlflow_dlaas.report.derived import (
 )
 from mlflow_dlaas.report.goals import Bound, Goal, parse_goal
 from mlflow_dlaas.report.hosts import Host, hosts
+from mlflow_dlaas.report.libraries import libraries_table
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, recommend
 from mlflow_dlaas.report.screening import screen
@@ -130,6 +131,9 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask
     tables = []
     if len(work.train):
         tables.append(comparison_table("Training", work.train, TRAINING_COLUMNS))
+        libraries = libraries_table(work.train)
+        if libraries is not None:
+            tables.append(libraries)
     if len(work.inference):
         tables.append(comparison_table("Inference (per batch size)", work.inference,
                                        INFERENCE_COLUMNS))
