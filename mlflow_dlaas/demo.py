@@ -9,6 +9,7 @@ fails is reported and the job goes on; the exit code says whether all succeeded.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ import mlflow
 
 from mlflow_dlaas.errors import WorkloadError
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run
+from mlflow_dlaas.libraries.settings import installed_choices
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 
@@ -39,13 +41,16 @@ SERVING: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("onnxruntime", "pytorch", {"intra_op_threads": 2}),
     ("openvino", "pytorch", {}),
 )
+#: Threads x the parallel libraries installed here (Intel's OpenMP, jemalloc), a full grid.
+SEARCH = {"intra_op_threads": [1, 2],
+          **installed_choices({"openmp_runtime": "intel", "allocator": "jemalloc"})}
 STUDY = {
     "name": "dlaas-demo-threading", "experiment": DEMO_EXPERIMENT, "frameworks": ["pytorch"],
     "entry_point": "train",
     "fixed": {**TRAIN, "epochs": 1, "log_model": False},
-    "search_space": {"intra_op_threads": [1, 2], "inter_op_threads": [1, 2]},
+    "search_space": SEARCH,
     "objectives": [{"metric": "train_time", "direction": "minimize"}],
-    "sampler": "grid", "n_trials": 4,
+    "sampler": "grid", "n_trials": math.prod(len(choices) for choices in SEARCH.values()),
 }
 
 

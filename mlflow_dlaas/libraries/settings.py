@@ -132,3 +132,16 @@ def library_environment(settings: ParallelismSettings) -> dict[str, str]:
     if files:
         env["LD_PRELOAD"] = ":".join([*files, *filter(None, [os.environ.get("LD_PRELOAD")])])
     return env
+
+
+def installed_choices(wanted: dict[str, str]) -> dict[str, list[str]]:
+    """``{setting: ['default', choice]}`` for each ``setting: choice`` of ``wanted`` whose
+    library is installed here (a study searches only what can run)."""
+    found = {}
+    for setting, choice in wanted.items():
+        try:
+            library_file(setting, choice)
+        except ConfigError:
+            continue
+        found[setting] = ["default", choice]
+    return found
