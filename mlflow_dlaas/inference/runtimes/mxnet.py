@@ -8,7 +8,12 @@ import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.mxnet import INSTALL_HINT, thread_environment, threads_in_force
+from mlflow_dlaas.frameworks.mxnet import (
+    INSTALL_HINT,
+    onednn_environment,
+    thread_environment,
+    threads_in_force,
+)
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
@@ -22,7 +27,7 @@ class MXNetRuntime(InferenceRuntime):
     consumes = "mxnet"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        return thread_environment(settings)
+        return {**thread_environment(settings), **onednn_environment(settings)}
 
     def load(self) -> None:
         self.mx = import_optional("mxnet", extra=self.extra, purpose="The mxnet runtime",

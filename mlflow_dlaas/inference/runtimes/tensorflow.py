@@ -8,7 +8,12 @@ import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.tensorflow import quiet_environment, set_threads, threads_in_force
+from mlflow_dlaas.frameworks.tensorflow import (
+    library_environment,
+    quiet_environment,
+    set_threads,
+    threads_in_force,
+)
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
@@ -22,7 +27,7 @@ class TensorFlowRuntime(InferenceRuntime):
     consumes = "tensorflow"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        return quiet_environment()
+        return {**quiet_environment(), **library_environment(settings)}
 
     def load(self) -> None:
         self.tf = import_optional("tensorflow", extra=self.extra,
