@@ -304,7 +304,7 @@ def open_onnx(path: Path, shapes: dict, dtypes: dict
 
     try:
         model = onnx.load(str(path))
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model)  # runtimes report what it lets through (types)
     except Exception as e:  # protobuf DecodeError, ValidationError, ...
         raise _corrupt(path, "ONNX", e) from None
     weights = {i.name for i in model.graph.initializer}

@@ -172,3 +172,46 @@ def test_synthetic_inputs_are_seeded_and_typed() -> None:
 def test_which_uris_are_the_users_own_models() -> None:
     assert is_user_model_uri("/data/model.onnx") and is_user_model_uri("models:/lenet/1")
     assert not is_user_model_uri("runs:/" + "a" * 32)
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_a_model_the_runtime_cannot_load_is_refused_in_one_line(tmp_path: Path,
+                                                                 runtime: str) -> None:
+    """A float64 bias on a float32 convolution passes ONNX's checker but no runtime."""
+    _skip_unless("onnx", runtime)
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"])], "mixed_types",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1, 2, 2])],
+        [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w"),
+         numpy_helper.from_array(np.ones((1,), np.float64), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "mixed.onnx"))
+    prepare(tmp_path / "mixed.onnx", runtime=runtime, consumes="onnx", directory=tmp_path / "s")
+    rt = get_runtime(runtime)
+    rt.load()
+    with pytest.raises(ConfigError, match=f"{runtime} cannot load mixed.onnx: .*(type|Type)"
+                       ) as caught:
+        rt.prepare(run_source(tmp_path / "s"), InferenceOptions())
+    assert "\n" not in str(caught.value)
+
+
+def test_a_model_larger_than_the_free_memory_is_refused(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _skip_unless("onnx")
+    import psutil
+
+    model = write_two_input_onnx(tmp_path / "two.onnx")
+
+    class Tight:
+        available = 100  # bytes
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Tight())
+    with pytest.raises(ConfigError, match=r"model two.onnx needs at least 0.0 GiB \(2 copies\) "
+                                          r"but only 0.0 GiB of memory is available"):
+        prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out",
+                input_shape="y:3", copies=2)

@@ -91,7 +91,12 @@ class OnnxRuntimeRuntime(InferenceRuntime):
             so.intra_op_num_threads = settings.intra_op_threads
         if settings.inter_op_threads is not None:
             so.inter_op_num_threads = settings.inter_op_threads
-        session = ort.InferenceSession(str(path), so, providers=self.providers(options.device))
+        try:
+            session = ort.InferenceSession(str(path), so,
+                                           providers=self.providers(options.device))
+        except Exception as e:  # ONNX Runtime's Fail, InvalidGraph, ... (no common base)
+            raise ConfigError(f"onnxruntime cannot load {path.name}: "
+                              f"{str(e).strip().splitlines()[0][:400]}") from None
         self._in_force = {"intra_op_threads": so.intra_op_num_threads or "default (cores)",
                           "inter_op_threads": so.inter_op_num_threads or "default",
                           "providers": ",".join(session.get_providers())}

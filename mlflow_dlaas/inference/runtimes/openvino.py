@@ -42,7 +42,11 @@ class OpenVINORuntime(InferenceRuntime):
             config["INFERENCE_NUM_THREADS"] = options.parallelism.intra_op_threads
         if options.parallelism.inter_op_threads is not None:
             config["NUM_STREAMS"] = options.parallelism.inter_op_threads
-        compiled = core.compile_model(str(require_onnx(source, self.name)), "CPU", config)
+        path = require_onnx(source, self.name)
+        try:
+            compiled = core.compile_model(str(path), "CPU", config)
+        except RuntimeError as e:  # unreadable or unsupported model: its own words, short
+            raise ConfigError(f"openvino cannot load {path.name}: {_gist(str(e))}") from None
         self._in_force = {"intra_op_threads": compiled.get_property("INFERENCE_NUM_THREADS"),
                           "inter_op_threads": str(compiled.get_property("NUM_STREAMS")),
                           "inference_precision": str(
@@ -59,3 +63,10 @@ class OpenVINORuntime(InferenceRuntime):
             return np.array(request.infer([x])[0], dtype=np.float32, copy=True)
 
         return predict
+
+
+def _gist(message: str) -> str:
+    """The telling lines of an OpenVINO error (it leads with source locations)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip() and not line.strip()
+             .startswith(("Exception from", "Check '", "Summary:"))]
+    return "; ".join(lines[-2:])[:400] or message.strip()[:400]
