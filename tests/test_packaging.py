@@ -44,7 +44,7 @@ def _build(kind: str, source: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel built from an sdist of this checkout (as ``python -m build`` does)."""
-    pytest.importorskip("setuptools", reason="building the wheel needs setuptools")
+    pytest.importorskip("setuptools", minversion="77", reason="building needs setuptools>=77")
     tmp = tmp_path_factory.mktemp("build")
     source = tmp / "source"
     for name in SOURCES:
