@@ -20,6 +20,8 @@ THREADS = ("params.in_force_intra_op_threads", "params.intra_op_threads")
 MAX_LINES = 8
 STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 CDF_ARTIFACT = "latency/cdf.csv"
+SERVER_QPS = "metrics.server/target_qps"
+LOAD_CURVE = "server_load/latency_p99_ms"
 
 
 def versus_batch_size(rows: pd.DataFrame) -> Plot:
@@ -51,6 +53,9 @@ def versus_batch_size(rows: pd.DataFrame) -> Plot:
                     seen[system] += 1
                     ax.plot(line["batch_size"], line[metric], marker=style[1],
                             linestyle=style[0], label=config, color=palette[system])
+            if metric in medians and spans_decades(medians[metric]):
+                ax.set_yscale("log")
+                label += ", log scale"
             ax.set_xscale("log", base=2)
             batches = sorted(medians["batch_size"].unique())
             ax.set_xticks(batches, [str(b) for b in batches])
@@ -132,6 +137,68 @@ def latency_cdfs(client: MlflowClient, rows: pd.DataFrame) -> Plot:
 
     return draw(name, title, f"Single-stream, batch {batch}; the lowest-p50 run of each "
                 "runtime.", paint)
+
+
+def spans_decades(values: pd.Series, ratio: float = 10.0) -> bool:
+    """Whether positive ``values`` span at least ``ratio`` (then a log axis reads better)."""
+    positive = pd.to_numeric(values, errors="coerce")
+    positive = positive[positive > 0]
+    return len(positive) > 1 and positive.max() / positive.min() >= ratio
+
+
+def versus_offered_load(client: MlflowClient, rows: pd.DataFrame) -> Plot:
+    """Server p99 latency against offered load: every rate a run measured (its target and
+    each probe of the rate search, history ``server_load/latency_p99_ms``, step = QPS)."""
+    name, title = "server_latency_vs_load", "Server p99 latency vs offered load"
+    served = (rows.dropna(subset=[SERVER_QPS]).drop_duplicates("run_id")
+              if SERVER_QPS in rows else rows.iloc[:0])
+    if served.empty:
+        return missing(name, title, "no finished inference run measured the server scenario")
+    served = served.assign(config=_config_labels(served))
+    curves: dict[str, pd.DataFrame] = {}
+    for _, run in served.iterrows():
+        try:
+            history = client.get_metric_history(run["run_id"], LOAD_CURVE)
+        except MlflowException:
+            continue
+        if history and run["config"] not in curves:
+            curves[run["config"]] = pd.DataFrame(
+                [(h.step, h.value) for h in history], columns=["qps", "p99"]
+            ).groupby("qps").median().reset_index()
+        if len(curves) == MAX_LINES:
+            break
+    if not curves:
+        return missing(name, title, f"no server run logged {LOAD_CURVE} (runs made before "
+                       "every probe was logged)")
+    bounds = pd.to_numeric(served.get("params.server_p99_bound_ms"), errors="coerce")
+    bound = float(bounds.max()) if bounds is not None and bounds.max() > 0 else None
+    systems = served.drop_duplicates("config").set_index("config")["system"]
+    palette = colours(systems)
+    every = pd.concat(curves.values())
+
+    def paint(figure: Figure) -> None:
+        ax = figure.add_subplot()
+        seen: dict[str, int] = {}
+        for config, curve in curves.items():
+            system = systems[config]
+            style = STYLES[seen.setdefault(system, 0) % len(STYLES)]
+            seen[system] += 1
+            ax.plot(curve["qps"], curve["p99"], marker=style[1], linestyle=style[0],
+                    color=palette[system], label=config)
+        if bound is not None:
+            ax.axhline(bound, color="grey", linestyle=":", label=f"p99 bound {bound:g} ms")
+        log_x, log_y = spans_decades(every["qps"]), spans_decades(every["p99"])
+        if log_x:
+            ax.set_xscale("log")
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_xlabel("offered load (queries/s" + (", log scale)" if log_x else ")"))
+        ax.set_ylabel("p99 latency (ms" + (", log scale)" if log_y else ")"))
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+
+    return draw(name, title, "Latency from arrival to completion (queueing included) at "
+                "each offered Poisson rate a run measured.", paint)
 
 
 def _cdf(client: MlflowClient, run_id: str) -> pd.DataFrame | None:

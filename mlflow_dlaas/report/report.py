@@ -143,6 +143,7 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask
         inference_plots.versus_batch_size(work.inference),
         inference_plots.versus_threads(work.inference),
         inference_plots.latency_cdfs(client, work.inference),
+        inference_plots.versus_offered_load(client, work.inference),
         resource_plots.timelines(client, work.all),
         resource_plots.correlation_heatmap(work.all),
         resource_plots.energy_vs_throughput(work.train, work.inference),
