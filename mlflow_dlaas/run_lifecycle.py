@@ -83,7 +83,9 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
                 client.log_text(run.info.run_id, redact_text(traceback.format_exc()),
                                 "failure.txt")
         if owned:
-            mlflow.end_run("KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
+            # an error may name its run's status (a pruned trial's run ends KILLED)
+            mlflow.end_run(getattr(e, "run_status", None)
+                           or ("KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED"))
         raise
     if owned:
         mlflow.end_run("FINISHED")

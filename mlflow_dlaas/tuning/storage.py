@@ -23,10 +23,9 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
     journal file, for several workers on one machine. ``sqlite:///``, ``postgresql://``,
     ``mysql://``: Optuna's RDB storage. ``redis://``: a journal in Redis, for many machines.
     """
-    if url is None:
-        url = f"sqlite:///{Path.cwd() / EMBEDDED_SQLITE}"
-    if url == "journal" or url.startswith("journal:"):
-        path = url.partition(":")[2] or str(Path.cwd() / EMBEDDED_JOURNAL)
+    url = absolute_url(url)
+    if url.startswith("journal:"):
+        path = url.partition(":")[2]
         backend = optuna.storages.journal.JournalFileBackend(path)
         return optuna.storages.JournalStorage(backend), f"journal file {path}"
     if url.startswith("redis://") or url.startswith("rediss://"):
@@ -38,8 +37,23 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
         return optuna.storages.JournalStorage(backend), f"Redis journal {redact_uri(url)}"
     if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
         return _rdb_storage(url), f"database {redact_uri(url)}"
-    raise ConfigError(f"unknown study storage {url!r}; use journal[:PATH], sqlite:///PATH, "
-                      "postgresql://..., mysql://... or redis://...")
+    raise ConfigError(f"unknown study storage {redact_uri(url)!r}; use journal[:PATH], "
+                      "sqlite:///PATH, postgresql://..., mysql://... or redis://...")
+
+
+def absolute_url(url: str | None) -> str:
+    """``url`` with the default filled in and a local file's path made absolute, so that a
+    process started elsewhere (a trial's entry point runs in its project's folder) opens the
+    same storage."""
+    if url is None:
+        return f"sqlite:///{Path.cwd() / EMBEDDED_SQLITE}"
+    if url == "journal" or url.startswith("journal:"):
+        return f"journal:{Path(url.partition(':')[2] or EMBEDDED_JOURNAL).resolve()}"
+    path = sqlite_path(url)
+    if path is not None and not path.is_absolute():
+        query = url.partition("?")[2]
+        return f"sqlite:///{path.resolve()}" + (f"?{query}" if query else "")
+    return url
 
 
 def _rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:

@@ -27,6 +27,7 @@ from mlflow_dlaas.tuning.feasibility import (
     record_constraints,
 )
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
+from mlflow_dlaas.tuning.pruning_link import pruning_environment
 from mlflow_dlaas.tuning.recovery import (
     HEARTBEAT_ATTR,
     OWNER_ATTR,
@@ -40,7 +41,7 @@ from mlflow_dlaas.tuning.recovery import (
 from mlflow_dlaas.tuning.run_links import run_url
 from mlflow_dlaas.tuning.sampling import grid_space, make_pruner, make_sampler, suggest
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
-from mlflow_dlaas.tuning.storage import make_storage
+from mlflow_dlaas.tuning.storage import absolute_url, make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
 
@@ -97,7 +98,8 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                     time.sleep(OTHERS_POLL_S)
                     continue
                 trial = study.ask()
-                state = _run_trial(study, trial, spec, experiment_id, parent_id)
+                state = _run_trial(study, trial, spec, experiment_id, parent_id,
+                                   absolute_url(storage_url))
                 progress.report(study, trial.number, state)
                 trial = None
             summary = _finish(study, spec, parent_id)
@@ -216,7 +218,7 @@ def _claim_parent(parent_id: str) -> None:
 
 
 def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
-               parent_id: str) -> TrialState:
+               parent_id: str, storage_url: str) -> TrialState:
     trial.set_user_attr(OWNER_ATTR, owner_tags())
     adopt_grid_point(study, trial)
     params = suggest(trial, spec)
@@ -239,16 +241,13 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
 
     heartbeat()
     outcomes: list[ChildOutcome] = []
-    prunable = spec.pruner != "none"
+    # the first replicate reports its epochs to the trial and is pruned from inside
+    pruning = pruning_environment(
+        storage_url=storage_url, study_name=spec.name, trial_id=trial._trial_id,
+        pruner=spec.pruner, metric=PRUNING_METRIC[spec.entry_point],
+    ) if spec.pruner != "none" else None
     trial_params = {**spec.fixed, **params}
     for replicate in range(spec.replicates):
-
-        def on_progress(metric: str, step: int, value: float) -> bool:
-            if not prunable or metric != PRUNING_METRIC.get(spec.entry_point):
-                return False
-            trial.report(value, step)
-            return trial.should_prune()
-
         outcome = run_child(
             experiment_id=experiment_id, parent_run_id=parent_id, framework=framework,
             entry_point=spec.entry_point,
@@ -258,7 +257,7 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
                   "dlaas.replicate": str(replicate), "dlaas.role": "trial",
                   "dlaas.trial_name": f"trial-{trial.number}-r{replicate}"},
             env_manager=spec.env_manager, timeout_s=spec.trial_timeout_s,
-            on_progress=on_progress if replicate == 0 else None, heartbeat=heartbeat,
+            environment=pruning if replicate == 0 else None, heartbeat=heartbeat,
             on_created=on_created,
         )
         outcomes.append(outcome)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run, stop_project_run
 from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.tuning.pruning_link import PRUNED_TAG
 
 POLL_S = 0.25
 
@@ -41,16 +43,17 @@ def run_child(
     tags: Mapping[str, str],
     env_manager: str,
     timeout_s: float,
-    on_progress: Callable[[str, int, float], bool] | None = None,
+    environment: Mapping[str, str] | None = None,
     heartbeat: Callable[[], None] | None = None,
     on_created: Callable[[str], None] | None = None,
 ) -> ChildOutcome:
-    """Launch the child and wait; ``on_progress(metric, step, value)`` returning True prunes.
+    """Launch the child and wait; ``environment`` is added to the child's (only).
 
     ``on_created(run_id)`` is called once the run exists, before its process starts. Never
-    leaves the child RUNNING: a timeout, a prune or an interrupt cancels the process and
-    terminates the run with the reason. The run's owner is this process until the entry
-    point takes it over.
+    leaves the child RUNNING: a timeout or an interrupt cancels the process and terminates
+    the run with the reason. The run's owner is this process until the entry point takes it
+    over. A child that prunes itself (:mod:`~mlflow_dlaas.tuning.pruning_link`) ends its
+    run KILLED and tagged :data:`PRUNED_TAG`: the outcome is PRUNED.
     """
     client = mlflow.MlflowClient()
     run = client.create_run(
@@ -64,13 +67,13 @@ def run_child(
     # Logged here, so that a trial that fails before logging anything still shows its params.
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
     try:
-        submitted = start_project_run(framework, entry_point, params,
-                                      experiment_id=experiment_id, run_id=run_id,
-                                      env_manager=env_manager)
+        with _added_environment(environment or {}):
+            submitted = start_project_run(framework, entry_point, params,
+                                          experiment_id=experiment_id, run_id=run_id,
+                                          env_manager=env_manager)
     except Exception as e:
         return _end(client, run_id, "FAILED", f"could not launch: {type(e).__name__}: {e}")
     deadline = time.monotonic() + timeout_s
-    reported = 0
     try:
         while submitted.get_status() == "RUNNING":
             if time.monotonic() > deadline:
@@ -78,14 +81,6 @@ def run_child(
                 if client.get_run(run_id).info.status == "FINISHED":  # it ended just in time
                     break
                 return _end(client, run_id, "TIMEOUT", f"timed out after {timeout_s:.0f} s")
-            if on_progress is not None:
-                history = client.get_metric_history(run_id, "test_accuracy")
-                for point in sorted(history, key=lambda m: m.step)[reported:]:
-                    reported += 1
-                    if on_progress("test_accuracy", point.step, point.value):
-                        stop_project_run(submitted)
-                        return _end(client, run_id, "PRUNED",
-                                    f"pruned at step {point.step} (test_accuracy {point.value})")
             if heartbeat is not None:
                 heartbeat()
             # returns as soon as the process ends: no poll interval lost per trial
@@ -98,14 +93,33 @@ def run_child(
     end_orphaned_run(client, submitted)
     final = client.get_run(run_id)
     status = final.info.status
+    if final.data.tags.get(PRUNED_TAG) == "true":
+        return ChildOutcome(run_id, "PRUNED", dict(final.data.metrics),
+                            final.data.tags.get(REASON_TAG, "pruned"))
     if status != "FINISHED":
         reason = final.data.tags.get(REASON_TAG, f"the trial process ended {status}")
         return ChildOutcome(run_id, "FAILED", dict(final.data.metrics), reason)
     return ChildOutcome(run_id, "FINISHED", dict(final.data.metrics))
 
 
+@contextlib.contextmanager
+def _added_environment(extra: Mapping[str, str]) -> Iterator[None]:
+    """``extra`` in this process's environment while the child starts (MLflow Projects gives
+    the child a copy of it), then as before."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def _end(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> ChildOutcome:
-    end_run(client, run_id, "KILLED" if status in ("PRUNED", "KILLED") else "FAILED", reason)
+    end_run(client, run_id, "KILLED" if status == "KILLED" else "FAILED", reason)
     return ChildOutcome(run_id, status, dict(client.get_run(run_id).data.metrics), reason)
 
 

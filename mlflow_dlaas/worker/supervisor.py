@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -28,7 +29,7 @@ from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.run_lifecycle import log_new_params
 from mlflow_dlaas.validity import ValidityThresholds, Verdict, judge
-from mlflow_dlaas.worker.channel import DIR_ENV, FD_ENV, Message, decode
+from mlflow_dlaas.worker.channel import DIR_ENV, FD_ENV, Checkpoints, Message, decode
 from mlflow_dlaas.worker.lifeline import die_with_parent, stop_process_tree
 from mlflow_dlaas.worker.scratch import scratch_dir
 
@@ -39,6 +40,12 @@ OUTPUT_ARTIFACT = "worker/output_tail.txt"
 
 class WorkerFailed(WorkloadError):
     """The measured worker crashed, was killed or stopped reporting."""
+
+
+class WorkerStopped(WorkloadError):
+    """The entry stopped the worker at a checkpoint (a pruned trial): the run ends KILLED."""
+
+    run_status = "KILLED"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,9 @@ class WorkerLaunch:
     monitor_interval_s: float
     stall_timeout_s: float
     thresholds: ValidityThresholds = field(default_factory=ValidityThresholds)
+    #: after each epoch, ``checkpoint(step, metrics)``: None to go on, or why the worker must
+    #: stop before the next epoch (it then raises :class:`WorkerStopped`); None: no waiting
+    checkpoint: Callable[[int, Mapping[str, float]], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,11 +93,14 @@ class _Supervision:
         self.output: collections.deque[str] = collections.deque(maxlen=TAIL_LINES * 5)
         self.result: dict[str, Any] = {}
         self.error: Message | None = None
+        self.checkpoints = Checkpoints(launch.checkpoint) if launch.checkpoint else None
 
     def run(self) -> WorkerOutcome:
         read_fd, write_fd = os.pipe()
         proc = self._start(write_fd)
         os.close(write_fd)
+        if self.checkpoints is not None:
+            self.checkpoints.started()
         monitor = ResourceMonitor(run_id=self.run_id, interval_s=self.launch.monitor_interval_s,
                                   pid=proc.pid)
         usage = None
@@ -106,6 +119,8 @@ class _Supervision:
             monitor.stop()
             raise
         finally:
+            if self.checkpoints is not None:
+                self.checkpoints.close()
             if tee.is_alive():  # the output tail is complete once the pipe closes
                 tee.join(timeout=STOP_GRACE_S)
             self._log_output()
@@ -116,6 +131,9 @@ class _Supervision:
     def _start(self, write_fd: int) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.launch.environment, FD_ENV: str(write_fd),
                DIR_ENV: str(self.workdir), "PYTHONUNBUFFERED": "1"}
+        control = () if self.checkpoints is None else (self.checkpoints.read_fd,)
+        if self.checkpoints is not None:
+            env.update(self.checkpoints.environment())
         parent, cores = os.getpid(), self.launch.cpu_affinity
 
         def before_exec() -> None:  # in the child: pinned and tied to us before any import
@@ -124,7 +142,7 @@ class _Supervision:
                 os.sched_setaffinity(0, cores)
 
         return subprocess.Popen([sys.executable, "-m", self.launch.module, *self.launch.argv],
-                                env=env, pass_fds=(write_fd,), stdout=subprocess.PIPE,
+                                env=env, pass_fds=(write_fd, *control), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, preexec_fn=before_exec)
 
     def _tee(self, stream: IO[bytes]) -> None:
@@ -184,8 +202,12 @@ class _Supervision:
             self.result.update(body)
         elif message.kind == "error":
             self.error = message
+        if self.checkpoints is not None:
+            self.checkpoints.saw(message)
 
     def _raise_if_failed(self, returncode: int) -> None:
+        if self.checkpoints is not None and self.checkpoints.stop_reason is not None:
+            raise WorkerStopped(self.checkpoints.stop_reason)
         if self.error is not None:
             kind = ConfigError if self.error.body["type"] == "ConfigError" else WorkloadError
             raise kind(self.error.body["message"])

@@ -18,6 +18,7 @@ from mlflow_dlaas.frameworks import get_framework
 from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
+from mlflow_dlaas.tuning.pruning_link import PruningLink
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.supervisor import WorkerLaunch, run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
@@ -46,13 +47,15 @@ def run_training(config: TrainConfig) -> TrainingResult:
         params = config.as_params()
         log_new_params(run_id, params)
         _tag_intent(config)
+        pruning = PruningLink.from_environment()  # a study's trial with a pruner, else None
         launch = WorkerLaunch(
             module=WORKER, argv=as_cli_params(params),
             environment=worker_environment(config.parallelism,
                                            adapter.environment(config.parallelism)),
             cpu_affinity=config.parallelism.cpu_affinity, measured_phases=MEASURED_PHASES,
             memory_phases=MEMORY_PHASES, monitor_interval_s=config.monitor_interval,
-            stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)
+            stall_timeout_s=config.stall_timeout_s, thresholds=config.validity,
+            checkpoint=None if pruning is None else pruning.check)
         outcome = run_worker(launch, run_id)
     return TrainingResult(run_id, TrainingFigures(**outcome.result))
 

@@ -133,6 +133,7 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         }, step=epoch)
         log.info("epoch %d: loss %.4f test accuracy %.4f (%.2f s)", epoch, stats.mean_loss,
                  test_accuracy, epoch_s)
+        channel.checkpoint(epoch)  # a study's pruner may stop us here, before the next epoch
     with channel.phase("test"):
         t0 = time.perf_counter()
         test_accuracy = _accuracy(trainer, dataset)

@@ -125,7 +125,7 @@ def test_a_bad_spec_exits_2_and_launches_nothing(
         f"sqlite:///{Path.cwd() / 'optuna.db'}")
 
 
-def test_a_hopeless_trial_is_pruned_on_its_per_epoch_accuracy(
+def test_a_hopeless_trial_is_pruned_before_its_next_epoch(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
     name = _name()
@@ -139,8 +139,19 @@ def test_a_hopeless_trial_is_pruned_on_its_per_epoch_accuracy(
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
     states = {t.params["learning_rate"]: t.state.name for t in study.trials}
     assert states == {0.05: "COMPLETE", 0.03: "COMPLETE", 1e-6: "PRUNED"}
+    # the trials reported every epoch to Optuna themselves; the pruned one only its first
+    steps = {t.params["learning_rate"]: sorted(t.intermediate_values) for t in study.trials}
+    assert steps == {0.05: [1, 2, 3, 4], 0.03: [1, 2, 3, 4], 1e-6: [1]}
     _, children = study_runs(name)
     pruned = next(c for c in children if c.data.params["learning_rate"] == "1e-06")
-    assert pruned.info.status == "KILLED"
-    assert "pruned at step" in pruned.data.tags["dlaas.failure_reason"]
-    assert pruned.data.metrics.get("epochs_completed") is None  # stopped before the end
+    assert pruned.info.status == "KILLED" and pruned.data.tags["dlaas.pruned"] == "true"
+    assert "pruned after epoch 1 by the study's median pruner (test_accuracy" in \
+        pruned.data.tags["dlaas.failure_reason"]
+    # stopped before its second epoch: one epoch's metrics, no final figures
+    history = mlflow.MlflowClient().get_metric_history(pruned.info.run_id, "test_accuracy")
+    assert [m.step for m in history] == [1]
+    assert "final_test_accuracy" not in pruned.data.metrics
+    # where the trial lives travelled in the environment, not in params or tags
+    for child in children:
+        assert not any("optuna.db" in v for v in [*child.data.params.values(),
+                                                *child.data.tags.values()])

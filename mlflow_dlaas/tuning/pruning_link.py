@@ -1,0 +1,84 @@
+"""Pruning inside the trial: the entry process reports each epoch to the Optuna storage and
+learns the pruner's decision at once, before the worker starts the next epoch.
+
+The study driver passes where the trial lives (storage URL, study name, trial id, pruner, the
+metric pruned on) in one environment variable, never in params or tags: a storage URL may
+carry a password. The entry process takes the variable out of its environment before the
+measured worker starts, so the worker neither sees it nor imports Optuna. The storage is
+opened in a thread while the worker starts (importing Optuna and opening an RDB storage
+takes seconds), and waited for at the first epoch's end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+#: The driver's message to a trial's entry process (JSON).
+PRUNING_ENV = "DLAAS_PRUNING"
+#: On a pruned trial's run (which ends KILLED, with the reason in dlaas.failure_reason).
+PRUNED_TAG = "dlaas.pruned"
+
+
+def pruning_environment(*, storage_url: str, study_name: str, trial_id: int, pruner: str,
+                        metric: str) -> dict[str, str]:
+    """The environment that links a trial's entry process to its Optuna trial."""
+    return {PRUNING_ENV: json.dumps({"storage": storage_url, "study": study_name,
+                                     "trial_id": trial_id, "pruner": pruner,
+                                     "metric": metric})}
+
+
+@dataclass
+class PruningLink:
+    """One Optuna trial, as seen from its entry process."""
+
+    opening: Future[Any]  # the optuna.Trial
+    metric: str
+    pruner: str
+
+    @classmethod
+    def from_environment(cls) -> PruningLink | None:
+        """The link the driver asked for (the variable removed), being opened; or None."""
+        raw = os.environ.pop(PRUNING_ENV, None)
+        if not raw:
+            return None
+        link = json.loads(raw)
+        executor = ThreadPoolExecutor(1, thread_name_prefix="dlaas-pruning")
+        opening = executor.submit(_open_trial, link)
+        executor.shutdown(wait=False)
+        return cls(opening, link["metric"], link["pruner"])
+
+    def check(self, step: int, metrics: Mapping[str, float]) -> str | None:
+        """Report the epoch's value; None to go on, or why the trial is pruned (the run is
+        then tagged :data:`PRUNED_TAG`)."""
+        value = metrics.get(self.metric)
+        if value is None:
+            return None
+        trial = self.opening.result()  # raises what opening the storage raised
+        trial.report(float(value), step)
+        if not trial.should_prune():
+            return None
+        import mlflow
+
+        mlflow.set_tag(PRUNED_TAG, "true")
+        return (f"pruned after epoch {step} by the study's {self.pruner} pruner "
+                f"({self.metric} {value:.4g})")
+
+
+def _open_trial(link: Mapping[str, Any]) -> Any:
+    """The trial ``link`` names, in a study with the driver's pruner."""
+    import optuna
+
+    from mlflow_dlaas.tuning.sampling import make_pruner
+    from mlflow_dlaas.tuning.storage import make_storage
+
+    storage, _ = make_storage(link["storage"])
+    # a sampler that leaves the trial alone (the driver's samples it)
+    study = optuna.load_study(study_name=link["study"], storage=storage,
+                              sampler=optuna.samplers.RandomSampler(),
+                              pruner=make_pruner(link["pruner"]))
+    return optuna.Trial(study, int(link["trial_id"]))

@@ -1,0 +1,97 @@
+"""Pruning from inside the trial: the entry reports each epoch to the Optuna storage and the
+worker waits for go / stop, so that a pruned trial never starts its next epoch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+
+from mlflow_dlaas.tuning.pruning_link import (
+    PRUNED_TAG,
+    PRUNING_ENV,
+    PruningLink,
+    pruning_environment,
+)
+from mlflow_dlaas.tuning.storage import absolute_url
+from mlflow_dlaas.worker.channel import FD_ENV, Checkpoints, decode
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _study_with_two_good_trials(url: str) -> optuna.Study:
+    study = optuna.create_study(study_name="pruned", storage=url, direction="maximize",
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=2,
+                                                                   n_warmup_steps=1))
+    for _ in range(2):
+        trial = study.ask()
+        for step in (1, 2, 3):
+            trial.report(0.8 + step / 100, step)
+        study.tell(trial, 0.83)
+    return study
+
+
+def test_the_entry_reports_to_the_trial_and_learns_the_decision_at_once(
+    tracking: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = absolute_url(f"sqlite:///{tmp_path / 'optuna.db'}")
+    study = _study_with_two_good_trials(url)
+    good, hopeless = study.ask(), study.ask()
+    for trial, accuracy, expected in ((good, 0.9, None), (hopeless, 0.1, "pruned")):
+        monkeypatch.setenv(PRUNING_ENV, pruning_environment(
+            storage_url=url, study_name="pruned", trial_id=trial._trial_id, pruner="median",
+            metric="test_accuracy")[PRUNING_ENV])
+        link = PruningLink.from_environment()
+        assert PRUNING_ENV not in os.environ  # the worker, started next, never sees it
+        with mlflow.start_run() as run:
+            assert link.check(1, {"train_loss": 2.0}) is None  # not the pruned-on metric
+            reason = link.check(1, {"test_accuracy": accuracy})
+        tags = mlflow.get_run(run.info.run_id).data.tags
+        if expected is None:
+            assert reason is None and PRUNED_TAG not in tags
+        else:
+            assert reason == ("pruned after epoch 1 by the study's median pruner "
+                              "(test_accuracy 0.1)")
+            assert tags[PRUNED_TAG] == "true"
+        assert study._storage.get_trial(trial._trial_id).intermediate_values == {1: accuracy}
+    assert PruningLink.from_environment() is None
+
+
+def test_a_worker_told_to_stop_does_not_start_the_next_epoch(tmp_path: Path) -> None:
+    worker = textwrap.dedent("""
+        from mlflow_dlaas.worker.channel import StopRequested, WorkerChannel
+        channel = WorkerChannel()
+        try:
+            for epoch in range(1, 6):
+                print("epoch", epoch, "started", flush=True)
+                channel.metrics({"test_accuracy": epoch / 10}, step=epoch)
+                channel.checkpoint(epoch)
+        except StopRequested as e:
+            print(e, flush=True)
+    """)
+    checkpoints = Checkpoints(lambda step, metrics: "enough" if step == 2 else None)
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, FD_ENV: str(write_fd), **checkpoints.environment(),
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", worker], env=env, stdout=subprocess.PIPE,
+                            text=True, pass_fds=(write_fd, checkpoints.read_fd))
+    os.close(write_fd)
+    checkpoints.started()
+    seen = []
+    with os.fdopen(read_fd) as lines:
+        for line in lines:
+            message = decode(line)
+            checkpoints.saw(message)
+            seen.append((message.kind, message.body.get("step")))
+    checkpoints.close()
+    out, _ = proc.communicate(timeout=30)
+    assert checkpoints.stop_reason == "enough"
+    assert out.splitlines() == ["epoch 1 started", "epoch 2 started",
+                                "stopped after epoch 2: the entry process asked (stop)"]
+    assert seen == [("metrics", 1), ("checkpoint", 1), ("metrics", 2), ("checkpoint", 2)]
