@@ -25,6 +25,12 @@ TAG_PREFIX = "dlaas.env."
 #: The run tag that names the hardware a run measured on (the fingerprint's ``host_hash``).
 HOST_TAG = "dlaas.host"
 TAG_VALUE_LIMIT = 500
+#: Fingerprint entries that are tags besides versions and performance variables: the rest
+#: (flags, microcode, builds ...) is in the artifact, so a run's overview stays legible.
+IDENTITY_KEYS = frozenset({"host_hash", "cpu_model", "cpu_logical_cores", "gpu_count",
+                           "gpu_models", "os_release", "python"})
+#: The artifact folder where a measured run keeps its whole fingerprint (fingerprint.json).
+FINGERPRINT_DIR = "environment"
 
 #: Prefixes and names of environment variables that shape performance, and only those.
 ENV_ALLOW_PREFIXES = (
@@ -195,18 +201,32 @@ def fingerprint(*, deep: bool = False) -> dict[str, Any]:
     return data
 
 
+def is_identity(key: str) -> bool:
+    """Whether a fingerprint entry names the host or a version (a tag), rather than a detail
+    (kept in the run's ``environment/fingerprint.json`` artifact)."""
+    return key in IDENTITY_KEYS or key.endswith("_version") or key.startswith("env_")
+
+
 def as_tags(data: Mapping[str, Any]) -> dict[str, str]:
-    """Fingerprint entries as MLflow tags (``dlaas.env.*``, long values cut short), and the
-    host hash also as ``dlaas.host``."""
+    """The identifying fingerprint entries as MLflow tags (``dlaas.env.*``, long values cut
+    short: the host, the versions, performance variables), and the host hash also as
+    ``dlaas.host``."""
     tags = {}
     for key, value in data.items():
-        if value is None:
+        if value is None or not is_identity(key):
             continue
         text = value if isinstance(value, str) else json.dumps(value)
         tags[TAG_PREFIX + key] = text[:TAG_VALUE_LIMIT]
     if data.get("host_hash"):
         tags[HOST_TAG] = data["host_hash"]
     return tags
+
+
+def write_fingerprint(directory: Path, data: Mapping[str, Any]) -> Path:
+    """``data`` as ``directory/fingerprint.json`` (for the run's ``environment/`` artifact)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "fingerprint.json").write_text(json.dumps(data, indent=2, default=str))
+    return directory
 
 
 class DlaasRunContextProvider:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -15,6 +16,7 @@ from mlflow_dlaas.environment import (
     as_tags,
     fingerprint,
     performance_env,
+    write_fingerprint,
 )
 from mlflow_dlaas.tracking import ACTIVE_ENV
 
@@ -56,8 +58,21 @@ def test_gpu_absence_is_reported_not_raised() -> None:
 
 
 def test_tags_are_short_strings() -> None:
-    tags = as_tags({"a": 1, "b": "x" * 10_000, "c": None})
-    assert tags == {TAG_PREFIX + "a": "1", TAG_PREFIX + "b": "x" * 500}
+    tags = as_tags({"cpu_logical_cores": 1, "cpu_model": "x" * 10_000, "gpu_models": None})
+    assert tags == {TAG_PREFIX + "cpu_logical_cores": "1", TAG_PREFIX + "cpu_model": "x" * 500}
+
+
+def test_only_identity_and_versions_are_tags_the_rest_is_detail() -> None:
+    tags = as_tags({"cpu_model": "AMD EPYC", "torch_version": "2.13", "env_OMP_NUM_THREADS": "1",
+                    "cpu_flags": "avx2 fma", "cpu_microcode": "0x1", "torch_parallel_info": "..."})
+    assert set(tags) == {TAG_PREFIX + k for k in ("cpu_model", "torch_version",
+                                                  "env_OMP_NUM_THREADS")}
+
+
+def test_the_whole_fingerprint_is_written_for_the_artifact(tmp_path: Path) -> None:
+    data = fingerprint()
+    written = write_fingerprint(tmp_path / "environment", data)
+    assert json.loads((written / "fingerprint.json").read_text())["cpu_flags"] == data["cpu_flags"]
 
 
 def test_the_host_hash_is_also_its_own_tag() -> None:

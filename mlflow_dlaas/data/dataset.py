@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,18 @@ class Dataset:
         return {"dataset": self.name, "train_samples": len(self.x_train),
                 "test_samples": len(self.x_test), "input_shape": f"{c}x{h}x{w}",
                 "num_classes": self.num_classes}
+
+    def digest(self) -> str:
+        """A short fingerprint of the arrays themselves (the same data, the same digest)."""
+        sha = hashlib.sha256()
+        for array in (self.x_train, self.y_train, self.x_test, self.y_test):
+            sha.update(np.ascontiguousarray(array).data)
+        return sha.hexdigest()[:12]
+
+    def input_report(self, data_dir: str) -> dict[str, int | str]:
+        """What the entry logs as the run's dataset input: name, digest, folder, shapes."""
+        return {**self.describe(), "name": self.name, "digest": self.digest(),
+                "data_dir": data_dir}
 
 
 def from_arrays(

@@ -1,4 +1,5 @@
-"""Writes a monitor's readings into an MLflow run: batched history, summaries, artifacts."""
+"""Writes a monitor's readings into an MLflow run: ``system/`` histories for the UI's System
+metrics tab, the curated per-phase summaries, and every figure in artifacts."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 from mlflow import MlflowClient
 from mlflow.entities import Metric, RunTag
 
+from mlflow_dlaas.curation import curated_phase_summary
+from mlflow_dlaas.monitor.metrics import timeline_name
 from mlflow_dlaas.monitor.timeline import MonitorResult, Sample
+from mlflow_dlaas.monitor.timeline_plot import plot_timeline
 
-TIMELINE_PREFIX = "monitor/"
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 ARTIFACT_DIR = "monitor"
 
@@ -26,11 +29,12 @@ class MlflowSink:
         self._pending: list[Metric] = []
 
     def add(self, sample: Sample, step: int, start_wall_s: float) -> None:
+        """Queue the sample's UI series (step = sample number, timestamp = its wall time)."""
         timestamp_ms = int((start_wall_s + sample.t_s) * 1000)
-        self._pending.extend(
-            Metric(TIMELINE_PREFIX + key, value, timestamp_ms, step)
-            for key, value in sample.values.items()
-        )
+        for key, value in sample.values.items():
+            named = timeline_name(key)
+            if named is not None:
+                self._pending.append(Metric(named[0], value * named[1], timestamp_ms, step))
 
     def flush(self) -> None:
         while self._pending:
@@ -38,20 +42,20 @@ class MlflowSink:
             self.client.log_batch(self.run_id, metrics=chunk)
 
     def finish(self, result: MonitorResult, interval_s: float) -> None:
-        """Flush the history, then log summaries, source status and the raw timeline."""
+        """Flush the history, then log the curated summaries, source status, and the raw
+        timeline, every statistic and a plot with the phases marked as artifacts."""
         self.flush()
-        metrics = dict(result.summary)
-        metrics["monitor/probe_errors"] = float(result.probe_errors)
-        metrics["monitor/self_cpu_seconds"] = result.monitor_cpu_seconds
-        metrics["monitor/samples"] = float(len(result.timeline.samples))
-        self._log_metrics(metrics)
+        self._log_metrics(curated_phase_summary(result.summary))
         tags = {"dlaas.monitor.interval_s": str(interval_s)}
+        if result.probe_errors:
+            tags["dlaas.monitor.probe_errors"] = str(result.probe_errors)
         for source, reason in result.unavailable.items():
             tags[f"dlaas.monitor.unavailable.{source}"] = reason[:500]
         self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         with tempfile.TemporaryDirectory() as tmp:
             Path(tmp, "timeline.csv").write_text(result.timeline.to_csv())
             Path(tmp, "summary.json").write_text(json.dumps(result.as_json(), indent=2))
+            plot_timeline(result.timeline, Path(tmp, "timeline.png"))
             self.client.log_artifacts(self.run_id, tmp, ARTIFACT_DIR)
 
     def _log_metrics(self, metrics: dict[str, float]) -> None:

@@ -36,6 +36,7 @@ class SystemSampler(Sampler):
         values["sys_cpu_steal_seconds"] = steal - self._steal0
         values["sys_memory_used_bytes"] = float(memory.total - memory.available)
         values["sys_memory_available_bytes"] = float(memory.available)
+        values["sys_memory_percent"] = float(memory.percent)
         pressure = _memory_pressure_percent()
         if pressure is not None:
             values["sys_memory_pressure_percent"] = pressure

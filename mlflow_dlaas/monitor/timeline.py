@@ -43,15 +43,20 @@ class Timeline:
             seen.update(dict.fromkeys(sample.values))
         return list(seen)
 
+    def phase_at(self, t_s: float) -> str:
+        """The phase in force at ``t_s`` (the latest one that began), or '' between phases."""
+        inside = [w for w in self.phases if w.start_s <= t_s <= w.end_s]
+        return max(inside, key=lambda w: w.start_s).name if inside else ""
+
     def to_csv(self) -> str:
-        """The raw timeline: one row per sample, ``t_s`` then wall time then every key."""
+        """The raw timeline: one row per sample, ``t_s``, wall time, phase, every key."""
         keys = self.keys()
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(["t_s", "wall_time_s", *keys])
+        writer.writerow(["t_s", "wall_time_s", "phase", *keys])
         for s in self.samples:
             writer.writerow(
-                [f"{s.t_s:.6f}", f"{self.start_wall_s + s.t_s:.6f}"]
+                [f"{s.t_s:.6f}", f"{self.start_wall_s + s.t_s:.6f}", self.phase_at(s.t_s)]
                 + [_fmt(s.values.get(k)) for k in keys]
             )
         return out.getvalue()

@@ -12,15 +12,15 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from mlflow_dlaas.monitor.timeline_plot import paint_timeline
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing
 
-MIB = 2**20
 TIMELINE_RUNS = 6
 MIN_PAIRS = 3  # fewer runs measured with both values: no correlation shown
 OUTCOMES = {
     "metrics.train_time_seconds": "train time", "metrics.final_test_accuracy": "accuracy",
-    f"metrics.{PEAK_MEMORY}": "peak memory", "metrics.run/mean_proc_cpu_percent": "CPU %",
+    f"metrics.{PEAK_MEMORY}": "peak memory", "metrics.measured_cpu_seconds": "CPU s (measured)",
     "metrics.run/proc_cpu_seconds": "CPU seconds", f"metrics.{ENERGY}": "energy",
     "metrics.offline/throughput_samples_per_second": "throughput",
     "metrics.single_stream/latency_p99_ms": "p99 latency",
@@ -43,17 +43,8 @@ def timelines(client: MlflowClient, runs: pd.DataFrame) -> Plot:
         for i, (row, samples, phases) in enumerate(loaded):
             ax = figure.add_subplot(len(loaded), 1, i + 1)
             unknown = pd.Series(np.nan, index=samples.index)  # a run too short to have a rate
-            ax.plot(samples["t_s"], samples.get("proc_cpu_percent", unknown), color="tab:blue")
-            ax.set_ylabel("CPU %", color="tab:blue", fontsize=8)
-            memory = ax.twinx()
-            memory.plot(samples["t_s"], samples.get("proc_rss_bytes", unknown) / MIB,
-                        color="tab:red")
-            memory.set_ylabel("RSS MiB", color="tab:red", fontsize=8)
-            for j, phase in enumerate(phases):
-                ax.axvspan(phase["start_s"], phase["end_s"], alpha=0.12,
-                           color="grey" if j % 2 else "gold")
-                ax.text((phase["start_s"] + phase["end_s"]) / 2, ax.get_ylim()[1] * 0.92,
-                        phase["name"], ha="center", fontsize=6)
+            paint_timeline(ax, samples["t_s"], samples.get("proc_cpu_percent", unknown),
+                           samples.get("proc_rss_bytes", unknown), phases)
             ax.set_title(f"{row['entry']} · {row['system']} · {row['run_name']}", fontsize=9)
         figure.axes[-2].set_xlabel("seconds since the monitor started")
 

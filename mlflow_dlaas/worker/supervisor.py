@@ -24,6 +24,8 @@ from typing import IO, Any
 
 import mlflow
 
+from mlflow_dlaas.curation import curated_validity, phase_energy, phase_total, split_details
+from mlflow_dlaas.dataset_input import log_dataset_input
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.parallelism import available_cores
@@ -36,6 +38,9 @@ from mlflow_dlaas.worker.scratch import scratch_dir
 TAIL_LINES = 40
 STOP_GRACE_S = 5.0
 OUTPUT_ARTIFACT = "worker/output_tail.txt"
+#: Every statistic of the run that is not a metric: the workload's details, the validity
+#: figures and the monitor's whole summary.
+SUMMARY_ARTIFACT = "summary.json"
 
 
 class WorkerFailed(WorkloadError):
@@ -53,8 +58,9 @@ class WorkerLaunch:
     """How to start one measured worker and what to judge of it.
 
     ``environment``: variables added to ours (threads, library settings) before it starts;
-    ``measured_phases``: judged for validity; ``memory_phases``: their peak RSS is the run's
-    ``measured_peak_rss_bytes``; ``stall_timeout_s``: longest silence before it is stopped.
+    ``measured_phases``: judged for validity; ``headline_phases``: their peak RSS, CPU
+    seconds and energy are the run's ``measured_*`` figures; ``stall_timeout_s``: longest
+    silence before it is stopped.
     """
 
     module: str
@@ -62,7 +68,7 @@ class WorkerLaunch:
     environment: dict[str, str]
     cpu_affinity: tuple[int, ...] | None
     measured_phases: tuple[str, ...]
-    memory_phases: tuple[str, ...]
+    headline_phases: tuple[str, ...]
     monitor_interval_s: float
     stall_timeout_s: float
     thresholds: ValidityThresholds = field(default_factory=ValidityThresholds)
@@ -92,6 +98,7 @@ class _Supervision:
         self.inbox: queue.Queue[Message | None] = queue.Queue()
         self.output: collections.deque[str] = collections.deque(maxlen=TAIL_LINES * 5)
         self.result: dict[str, Any] = {}
+        self.details: dict[str, Any] = {}
         self.error: Message | None = None
         self.checkpoints = Checkpoints(launch.checkpoint) if launch.checkpoint else None
 
@@ -126,7 +133,10 @@ class _Supervision:
             self._log_output()
         self._log_kernel_accounting(usage)
         self._raise_if_failed(proc.returncode)
-        return WorkerOutcome(self.result, result, self._judge(result))
+        verdict = self._judge(result)
+        mlflow.log_dict({"workload": self.details, "validity": verdict.figures,
+                         "monitor": result.summary}, SUMMARY_ARTIFACT)
+        return WorkerOutcome(self.result, result, verdict)
 
     def _start(self, write_fd: int) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.launch.environment, FD_ENV: str(write_fd),
@@ -189,7 +199,15 @@ class _Supervision:
     def _log(self, message: Message) -> None:
         body = message.body
         if message.kind == "metrics":
-            mlflow.log_metrics(body["values"], step=body.get("step"))
+            logged, details = split_details(body["values"], body.get("step") is not None)
+            mlflow.log_metrics(logged, step=body.get("step"))
+            for key, value in details.items():
+                if body.get("step") is None:
+                    self.details[key] = value
+                else:  # a history: one value per step (batch size, offered load)
+                    self.details.setdefault(key, {})[str(body["step"])] = value
+        elif message.kind == "dataset":
+            log_dataset_input(body)
         elif message.kind == "params":
             log_new_params(self.run_id, body["values"])
         elif message.kind == "tags":
@@ -223,13 +241,22 @@ class _Supervision:
         verdict = judge(result.summary, self.launch.measured_phases, cores,
                         self.launch.thresholds)
         mlflow.set_tags(verdict.tags())
-        peaks = [result.summary[f"{p}/peak_proc_rss_bytes"] for p in self.launch.memory_phases
-                 if f"{p}/peak_proc_rss_bytes" in result.summary]
-        metrics = {f"validity/{k}": v for k, v in verdict.figures.items()}
-        if peaks:
-            metrics["measured_peak_rss_bytes"] = max(peaks)
-        mlflow.log_metrics(metrics)
+        mlflow.log_metrics({**curated_validity(verdict.figures), **self._headline(result)})
         return verdict
+
+    def _headline(self, result: MonitorResult) -> dict[str, float]:
+        """The measured phases' peak RSS, CPU seconds and energy (where a counter was read)."""
+        phases = self.launch.headline_phases
+        peaks = [result.summary[f"{p}/peak_proc_rss_bytes"] for p in phases
+                 if f"{p}/peak_proc_rss_bytes" in result.summary]
+        figures = {"measured_peak_rss_bytes": max(peaks)} if peaks else {}
+        cpu = phase_total(result.summary, phases, "proc_cpu_seconds")
+        if cpu is not None:
+            figures["measured_cpu_seconds"] = cpu
+        energy = phase_energy(result.summary, phases)
+        if energy is not None:
+            figures["measured_energy_joules"] = energy
+        return figures
 
     def _log_kernel_accounting(self, usage: Any) -> None:
         """The kernel's CPU time of the worker's whole life (saving included)."""

@@ -26,6 +26,11 @@ from mlflow_dlaas.inference.run_artifacts import (
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
 from mlflow_dlaas.parallelism import worker_environment
+from mlflow_dlaas.run_description import (
+    describe_active_run,
+    inference_run_name,
+    name_active_run,
+)
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
@@ -40,9 +45,10 @@ def run_inference(config: InferConfig) -> str:
     """Benchmark per ``config`` in the active (or a new) run; the run always ends."""
     runtime = get_runtime(config.runtime)
     configure_tracking(announce=False)
-    with failing_run_guard(run_name=f"{config.runtime}-{config.model}-infer") as run, \
-            scratch_dir("source") as source_dir:
+    with failing_run_guard() as run, scratch_dir("source") as source_dir:
         run_id = run.info.run_id
+        name_active_run(inference_run_name(config.runtime, config.model, config.batch_sizes,
+                                           config.parallelism))
         params = config.as_params()
         log_new_params(run_id, params)
         mlflow.set_tags({"dlaas.entry": "infer", "dlaas.runtime": runtime.name})
@@ -54,10 +60,22 @@ def run_inference(config: InferConfig) -> str:
         launch = WorkerLaunch(
             module=WORKER, argv=as_cli_params(params), environment=environment,
             cpu_affinity=config.parallelism.cpu_affinity, measured_phases=config.scenarios,
-            memory_phases=config.scenarios, monitor_interval_s=config.monitor_interval,
+            headline_phases=config.scenarios, monitor_interval_s=config.monitor_interval,
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)
         run_worker(launch, run_id)
+        describe_active_run(f"Inference: {config.model} on {config.runtime}",
+                            _key_settings(config))
     return run_id
+
+
+def _key_settings(config: InferConfig) -> dict[str, object]:
+    """The settings a person compares runs by (all are in the run's params)."""
+    threads = config.parallelism
+    return {"runtime": config.runtime, "model": config.model_uri or config.model,
+            "batch sizes": ",".join(map(str, config.batch_sizes)),
+            "scenarios": ", ".join(config.scenarios), "precision": config.precision,
+            "intra-op threads": threads.intra_op_threads or "runtime default",
+            "CPU affinity": ",".join(map(str, threads.cpu_affinity or ())) or "all cores"}
 
 
 def _prepare_source(config: InferConfig, consumes: str, directory: Path) -> None:

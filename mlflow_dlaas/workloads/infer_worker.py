@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.environment import as_tags, fingerprint
+from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
@@ -163,7 +163,9 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
                     "reference_framework": source.reference_framework,
                     **({"model_inputs": source.user.describe_inputs()}
                        if source.user is not None else {})})
-    channel.tags({"dlaas.runtime_version": runtime.version(), **as_tags(fingerprint())})
+    host = fingerprint()
+    channel.tags({"dlaas.runtime_version": runtime.version(), **as_tags(host)})
+    channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     channel.metrics({"load_time_seconds": load_s})
 
 

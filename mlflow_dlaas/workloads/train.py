@@ -16,6 +16,11 @@ import mlflow
 from mlflow_dlaas.config import TrainConfig, as_cli_params
 from mlflow_dlaas.frameworks import get_framework
 from mlflow_dlaas.parallelism import worker_environment
+from mlflow_dlaas.run_description import (
+    describe_active_run,
+    name_active_run,
+    training_run_name,
+)
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.tuning.pruning_link import PruningLink
@@ -25,9 +30,10 @@ from mlflow_dlaas.workloads.entry import run_entry_point
 from mlflow_dlaas.workloads.train_worker import TrainingFigures
 
 WORKER = "mlflow_dlaas.workloads.train_worker"
-#: Phases whose disturbance makes a run ``disturbed``; the train phase's peak is its memory.
+#: Phases whose disturbance makes a run ``disturbed``; the train phase's peak memory, CPU
+#: seconds and energy are the run's ``measured_*`` figures.
 MEASURED_PHASES = ("train", "eval", "test")
-MEMORY_PHASES = ("train",)
+HEADLINE_PHASES = ("train",)
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,10 @@ def run_training(config: TrainConfig) -> TrainingResult:
     """Train per ``config`` inside the active (or a new) MLflow run; the run always ends."""
     adapter = get_framework(config.framework)
     configure_tracking(announce=False)
-    with failing_run_guard(run_name=f"{config.framework}-{config.model}") as run:
+    with failing_run_guard() as run:
         run_id = run.info.run_id
+        name_active_run(training_run_name(config.framework, config.model, config.batch_size,
+                                          config.parallelism))
         params = config.as_params()
         log_new_params(run_id, params)
         _tag_intent(config)
@@ -53,11 +61,24 @@ def run_training(config: TrainConfig) -> TrainingResult:
             environment=worker_environment(config.parallelism,
                                            adapter.environment(config.parallelism)),
             cpu_affinity=config.parallelism.cpu_affinity, measured_phases=MEASURED_PHASES,
-            memory_phases=MEMORY_PHASES, monitor_interval_s=config.monitor_interval,
+            headline_phases=HEADLINE_PHASES, monitor_interval_s=config.monitor_interval,
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity,
             checkpoint=None if pruning is None else pruning.check)
         outcome = run_worker(launch, run_id)
+        describe_active_run(f"Training {config.framework} {config.model} on {config.dataset}",
+                            _key_settings(config))
     return TrainingResult(run_id, TrainingFigures(**outcome.result))
+
+
+def _key_settings(config: TrainConfig) -> dict[str, object]:
+    """The settings a person compares runs by (all are in the run's params)."""
+    threads = config.parallelism
+    return {"framework": config.framework, "model": config.model, "dataset": config.dataset,
+            "epochs": config.epochs, "batch size": config.batch_size,
+            "learning rate": config.learning_rate, "optimizer": config.optimizer,
+            "intra-op threads": threads.intra_op_threads or "framework default",
+            "inter-op threads": threads.inter_op_threads or "framework default",
+            "CPU affinity": ",".join(map(str, threads.cpu_affinity or ())) or "all cores"}
 
 
 def _tag_intent(config: TrainConfig) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
-from mlflow_dlaas.environment import as_tags, fingerprint
+from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
@@ -80,7 +80,10 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     """Dataset, settings in force (read back here, in the measured process) and fingerprint."""
     in_force = {**adapter.threads_in_force(), **process_settings_in_force()}
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
-    channel.tags({"dlaas.framework_version": adapter.version(), **as_tags(fingerprint())})
+    channel.send("dataset", **dataset.input_report(config.data_dir))
+    host = fingerprint()
+    channel.tags({"dlaas.framework_version": adapter.version(), **as_tags(host)})
+    channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     channel.metrics({"parameter_count": trainer.parameter_count()})
     report_libraries(channel, config.parallelism, adapter.name, adapter.native_library,
                      adapter.libraries_in_force())

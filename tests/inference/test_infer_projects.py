@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from tests.conftest import runs_of
+from tests.legibility import INFERENCE_METRIC_BUDGET, assert_legible_in_the_ui
 from tests.workloads.projects import ROOT, mlflow_run
 
 pytestmark = pytest.mark.slow
@@ -21,11 +23,12 @@ SMALL = {"model": "lenet5", "batch_sizes": "1,4", "min_query_count": 20,
          "scenarios": "single_stream,offline,server,ensemble", "monitor_interval": 0.1}
 NEEDS = {"pytorch": ["torch"], "tensorflow": ["tensorflow"],
          "onnxruntime": ["torch", "onnx", "onnxruntime"], "openvino": ["torch", "onnx", "openvino"]}
-SAME_KEYS = ["load_time_seconds", "equivalence/max_abs_error", "single_stream/latency_p50_ms",
-             "single_stream/latency_p99_ms", "single_stream/query_count",
+SAME_KEYS = ["load_time_seconds", "equivalence/max_abs_error",
+             "single_stream/batch_4/latency_p50_ms",
+             "single_stream/latency_p99_ms", "single_stream/batch_4/query_count",
              "offline/throughput_samples_per_second", "server/latency_p99_ms",
              "server/achieved_qps", "ensemble/throughput_samples_per_second",
-             "ensemble/model1_latency_p99_ms", "single_stream/peak_proc_rss_bytes",
+             "single_stream/peak_proc_rss_bytes",
              "offline/proc_cpu_seconds"]
 
 
@@ -52,7 +55,10 @@ def test_every_scenario_runs_with_the_same_metric_keys(tracking: str, runtime: s
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id,
                                                        "single_stream/latency_p99_ms")
     assert sorted(h.step for h in history) == [1, 4]  # step = batch size
-    assert run.data.metrics["single_stream/query_count"] >= 20
+    assert run.data.metrics["single_stream/batch_1/query_count"] >= 20
+    assert_legible_in_the_ui(run, max_metrics=INFERENCE_METRIC_BUDGET)
+    assert run.info.run_name.startswith(f"{runtime}-lenet5-bs1,4")
+    assert "single_stream, batch 4" in run.data.tags["mlflow.note.content"]
     assert run.data.params["min_query_count"] == "20"
     assert run.data.tags["dlaas.runtime"] == runtime
     assert run.data.params["in_force_intra_op_threads"]
@@ -110,11 +116,15 @@ def test_an_ensemble_of_processes_is_measured_together(tracking: str) -> None:
               "ensemble_size": 2, "batch_sizes": "1"}
     out = mlflow_run("onnxruntime", tracking, params, entry="infer", timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    m = _finished(tracking).data.metrics
+    run = _finished(tracking)
+    m = run.data.metrics
     assert m["ensemble/size"] == 2
     assert m["ensemble/throughput_samples_per_second"] > 0
-    assert {"ensemble/model0_latency_p99_ms", "ensemble/model1_latency_p99_ms"} <= set(m)
-    assert m["ensemble/peak_proc_processes"] >= 3  # this process and both members
+    summary = mlflow.MlflowClient().download_artifacts(run.info.run_id, "summary.json")
+    details = json.loads(Path(summary).read_text())  # every other statistic
+    assert {"ensemble/model0_latency_p99_ms", "ensemble/model1_latency_p99_ms"} <= set(
+        details["workload"])
+    assert details["monitor"]["ensemble/peak_proc_processes"] >= 3  # us and both members
 
 
 @pytest.mark.parametrize("outcome", ["finished", "failed"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import time
 
 import mlflow
@@ -51,12 +52,16 @@ def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     assert metrics["train/proc_cpu_seconds"] > 0.3
     assert metrics["warmup/proc_cpu_seconds"] < 0.1
     assert metrics["run/peak_proc_rss_bytes"] > 10 * 2**20
-    history = client.get_metric_history(run.info.run_id, "monitor/proc_rss_bytes")
+    history = client.get_metric_history(run.info.run_id, "system/process_tree_rss_megabytes")
     assert len(history) >= 10  # 0.05 s sampling over ~0.8 s, plus phase boundaries
     steps = [m.step for m in history]
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "monitor")}
-    assert artifacts == {"monitor/timeline.csv", "monitor/summary.json"}
+    assert artifacts == {"monitor/timeline.csv", "monitor/summary.json", "monitor/timeline.png"}
+    timeline = client.download_artifacts(run.info.run_id, "monitor/timeline.csv")
+    with open(timeline) as rows:
+        phases = {row["phase"] for row in csv.DictReader(rows)}
+    assert {"warmup", "train"} <= phases  # every sample names the phase it fell in
 
 
 def test_a_failing_probe_is_counted_and_the_rest_keeps_sampling() -> None:

@@ -41,8 +41,11 @@ def test_gpu_energy_is_integrated_from_power_without_a_counter() -> None:
 
 def test_timeline_csv_has_one_row_per_sample() -> None:
     rows = _timeline().to_csv().strip().splitlines()
-    assert rows[0].split(",")[:3] == ["t_s", "wall_time_s", "proc_cpu_seconds"]
+    assert rows[0].split(",")[:4] == ["t_s", "wall_time_s", "phase", "proc_cpu_seconds"]
     assert len(rows) == 6
+    # a sample on a boundary belongs to the phase that begins there
+    assert [row.split(",")[2] for row in rows[1:]] == ["warmup", "epoch", "epoch", "epoch",
+                                                       "epoch"]
 
 
 def test_empty_timeline_gives_no_summary() -> None:

@@ -100,7 +100,7 @@ def test_a_killed_worker_fails_the_run_with_its_reason_and_keeps_the_samples(
     reason = run.data.tags[REASON_TAG]
     assert "killed by SIGKILL" in reason and "last output" in reason
     client = mlflow.MlflowClient()
-    assert client.get_metric_history(run.info.run_id, "monitor/proc_rss_bytes")
+    assert client.get_metric_history(run.info.run_id, "system/process_tree_rss_megabytes")
     assert "worker/output_tail.txt" in [a.path for a in client.list_artifacts(
         run.info.run_id, "worker")]
 

@@ -12,6 +12,7 @@ import pytest
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from tests.conftest import runs_of
+from tests.legibility import TRAINING_METRIC_BUDGET, assert_legible_in_the_ui
 from tests.workloads.projects import mlflow_run
 
 pytestmark = pytest.mark.slow
@@ -41,6 +42,11 @@ def _assert_trained(experiment: str, framework: str) -> mlflow.entities.Run:
     assert run.data.params["in_force_intra_op_threads"]
     assert run.data.tags["dlaas.framework"] == framework
     assert run.data.tags["dlaas.env.cpu_model"]
+    assert_legible_in_the_ui(run, max_metrics=TRAINING_METRIC_BUDGET)
+    assert run.info.run_name.startswith(f"{framework}-lenet5-bs")
+    (dataset,) = run.inputs.dataset_inputs
+    assert dataset.dataset.name == "mnist5k" and len(dataset.dataset.digest) == 12
+    assert "test accuracy" in run.data.tags["mlflow.note.content"]
     return run
 
 

@@ -1,0 +1,80 @@
+"""Which figures become MLflow metrics (the few a person compares) and which stay in the
+run's ``summary.json`` artifact (every other statistic).
+
+A run carries its headline figures as top-level metrics (no ``/``: the UI lists them first),
+per-epoch or per-batch-size histories as single keys with steps, and per phase only what
+answers a question: duration, peak RSS, CPU seconds, mean CPU % and energy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+#: Per-phase monitor statistics logged as metrics; ``{phase}/...`` energy keys also are.
+PHASE_STATISTICS = ("duration_seconds", "peak_proc_rss_bytes", "proc_cpu_seconds",
+                    "mean_proc_cpu_percent")
+_ENERGY = re.compile(r"(cpu_package|gpu)\d+_energy_joules")
+#: Latency statistics kept out of the metrics (p50, p99, throughput and query counts stay).
+DETAIL_STATISTICS = frozenset({"latency_mean_ms", "latency_p90_ms", "latency_p95_ms",
+                               "latency_stdev_ms", "measured_seconds"})
+#: The validity figure logged per measured phase; the others are in summary.json.
+VALIDITY_FIGURE = "other_processes_cpu_cores"
+
+
+#: Kept out of histories over batch sizes (each batch size's own key carries them; the
+#: histories chart p99 and throughput against batch size).
+PER_BATCH_ONLY = frozenset({"query_count", "latency_p99_early_stopping_ms", "latency_p50_ms"})
+#: One ensemble member's latencies (the ensemble's throughput and size are metrics).
+_MEMBER = re.compile(r"model\d+_latency_\w+_ms")
+#: Phases around the measured work, and the whole run: their mean CPU % says little that
+#: their CPU seconds do not.
+SETUP_PHASES = frozenset({"load", "warmup", "check", "save", "run"})
+
+
+def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:
+    """The monitor summary's keys worth a metric: :data:`PHASE_STATISTICS` and energy."""
+    kept = {}
+    for key, value in summary.items():
+        phase, _, statistic = key.partition("/")
+        if phase in SETUP_PHASES and statistic == "mean_proc_cpu_percent":
+            continue
+        if statistic in PHASE_STATISTICS or _ENERGY.fullmatch(statistic):
+            kept[key] = value
+    return kept
+
+
+def is_detail(key: str, stepped: bool = False) -> bool:
+    """Whether a workload metric belongs in summary.json rather than the metric list;
+    ``stepped``: it is a history (one value per batch size or offered load)."""
+    statistic = key.rsplit("/", 1)[-1]
+    return (statistic in DETAIL_STATISTICS or _MEMBER.fullmatch(statistic) is not None
+            or (stepped and statistic in PER_BATCH_ONLY))
+
+
+def split_details(values: Mapping[str, float], stepped: bool = False
+                  ) -> tuple[dict[str, float], dict[str, float]]:
+    """``values`` as (logged as metrics, kept as details)."""
+    detail = {k for k in values if is_detail(k, stepped)}
+    return ({k: v for k, v in values.items() if k not in detail},
+            {k: v for k, v in values.items() if k in detail})
+
+
+def curated_validity(figures: Mapping[str, float]) -> dict[str, float]:
+    """``validity/{phase}/other_processes_cpu_cores`` of each judged phase."""
+    return {f"validity/{k}": v for k, v in figures.items() if k.endswith(f"/{VALIDITY_FIGURE}")}
+
+
+def phase_total(summary: Mapping[str, float], phases: Iterable[str], statistic: str
+                ) -> float | None:
+    """The sum of ``{phase}/{statistic}`` over ``phases`` (None when no phase has it)."""
+    found = [summary[f"{p}/{statistic}"] for p in phases if f"{p}/{statistic}" in summary]
+    return sum(found) if found else None
+
+
+def phase_energy(summary: Mapping[str, float], phases: Iterable[str]) -> float | None:
+    """Joules of every CPU package and GPU over ``phases`` (None when nothing measured it)."""
+    wanted = set(phases)
+    found = [v for k, v in summary.items()
+             if k.partition("/")[0] in wanted and _ENERGY.fullmatch(k.partition("/")[2])]
+    return sum(found) if found else None

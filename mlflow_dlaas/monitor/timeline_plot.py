@@ -1,0 +1,47 @@
+"""One run's resource timeline as a picture: process-tree CPU and RSS, phases shaded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MIB = 2**20
+
+
+def paint_timeline(ax: Any, t_s: Sequence[float], cpu_percent: Sequence[float],
+                   rss_bytes: Sequence[float], phases: Sequence[dict[str, Any]]) -> None:
+    """CPU % (blue, left axis) and RSS MiB (red, right axis) on ``ax``; each phase a shaded
+    span named at its top."""
+    ax.plot(t_s, cpu_percent, color="tab:blue")
+    ax.set_ylabel("CPU %", color="tab:blue", fontsize=8)
+    memory = ax.twinx()
+    memory.plot(t_s, np.asarray(rss_bytes, dtype=float) / MIB, color="tab:red")
+    memory.set_ylabel("RSS MiB", color="tab:red", fontsize=8)
+    for j, phase in enumerate(phases):
+        ax.axvspan(phase["start_s"], phase["end_s"], alpha=0.12,
+                   color="grey" if j % 2 else "gold")
+        ax.text((phase["start_s"] + phase["end_s"]) / 2, ax.get_ylim()[1] * 0.92,
+                phase["name"], ha="center", fontsize=6)
+
+
+def plot_timeline(timeline: Any, path: Path) -> None:
+    """Write ``timeline`` (a :class:`~mlflow_dlaas.monitor.timeline.Timeline`) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    samples = timeline.samples
+    figure = Figure(figsize=(9, 3), dpi=110)
+    ax = figure.add_subplot()
+    paint_timeline(ax, [s.t_s for s in samples],
+                   [s.values.get("proc_cpu_percent", np.nan) for s in samples],
+                   [s.values.get("proc_rss_bytes", np.nan) for s in samples],
+                   [vars(p) for p in timeline.phases])
+    ax.set_xlabel("seconds since the monitor started")
+    ax.set_title("process tree: CPU (blue) and resident memory (red) per phase", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, format="png")

@@ -1,0 +1,114 @@
+"""What a run says about itself in the MLflow UI: a name that tells what it measured
+(``pytorch-lenet5-bs64-t2``) and a Markdown description (``mlflow.note.content``) with the
+key settings and figures."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import mlflow
+
+from mlflow_dlaas.parallelism import ParallelismSettings
+
+NOTE_TAG = "mlflow.note.content"
+#: Set by a study on its trials (``trial-12-r0``): such names are kept.
+TRIAL_NAME_TAG = "dlaas.trial_name"
+#: The names MLflow makes up for an unnamed run (``tasteful-ray-891``): such names we replace.
+_GENERATED = re.compile(r"[a-z]+-[a-z]+-\d{1,3}")
+
+
+def threads_label(parallelism: ParallelismSettings) -> str:
+    """``-t2`` for 2 intra-op (else OpenMP) threads; '' when the framework chooses."""
+    threads = parallelism.intra_op_threads or parallelism.omp_threads
+    return f"-t{threads}" if threads else ""
+
+
+def training_run_name(framework: str, model: str, batch_size: int,
+                      parallelism: ParallelismSettings) -> str:
+    """``pytorch-lenet5-bs64-t2``."""
+    return f"{framework}-{model}-bs{batch_size}{threads_label(parallelism)}"
+
+
+def inference_run_name(runtime: str, model: str, batch_sizes: tuple[int, ...],
+                       parallelism: ParallelismSettings) -> str:
+    """``onnxruntime-lenet5-bs1,8,32-t1``."""
+    sizes = ",".join(str(b) for b in batch_sizes)
+    return f"{runtime}-{model}-bs{sizes}{threads_label(parallelism)}"
+
+
+def name_active_run(name: str) -> None:
+    """Name the active run ``name`` unless a person or a study named it already."""
+    run = mlflow.active_run()
+    if run is None:
+        return
+    current = mlflow.MlflowClient().get_run(run.info.run_id)
+    if TRIAL_NAME_TAG in current.data.tags:
+        return
+    if not current.info.run_name or _GENERATED.fullmatch(current.info.run_name):
+        mlflow.set_tag("mlflow.runName", name)
+
+
+#: Headline metrics in the order a person reads them, with their labels and formats.
+HEADLINE = (
+    ("final_test_accuracy", "test accuracy", "{:.4f}"),
+    ("train_time_seconds", "training time", "{:.2f} s"),
+    ("time_to_accuracy_seconds", "time to target accuracy", "{:.2f} s"),
+    ("train_samples_per_second_overall", "training throughput", "{:.0f} samples/s"),
+    ("test_time_seconds", "test time", "{:.3f} s"),
+    ("load_time_seconds", "model load time", "{:.3f} s"),
+    ("measured_cpu_seconds", "CPU time (measured phases)", "{:.2f} s"),
+    ("measured_energy_joules", "energy (measured phases)", "{:.1f} J"),
+)
+_BATCHED = re.compile(r"(?P<scenario>[a-z_]+)/batch_(?P<batch>\d+)/(?P<name>latency_p50_ms|"
+                      r"latency_p99_ms|throughput_samples_per_second)")
+_BATCHED_FORMAT = {"latency_p50_ms": "p50 {:.3f} ms", "latency_p99_ms": "p99 {:.3f} ms",
+                   "throughput_samples_per_second": "{:.0f} samples/s"}
+
+
+def headline_figures(metrics: Mapping[str, float]) -> dict[str, str]:
+    """The figures a person compares, formatted, from a run's metrics."""
+    figures = {label: fmt.format(metrics[key]) for key, label, fmt in HEADLINE
+               if key in metrics}
+    if "measured_peak_rss_bytes" in metrics:
+        figures["peak memory (measured phases)"] = megabytes(metrics["measured_peak_rss_bytes"])
+    batched: dict[str, list[str]] = {}
+    for key in sorted(metrics, key=_batch_order):
+        found = _BATCHED.fullmatch(key)
+        if found:
+            label = f"{found['scenario']}, batch {found['batch']}"
+            batched.setdefault(label, []).append(
+                _BATCHED_FORMAT[found["name"]].format(metrics[key]))
+    figures.update({label: ", ".join(values) for label, values in batched.items()})
+    return figures
+
+
+def _batch_order(key: str) -> tuple[str, int, str]:
+    found = _BATCHED.fullmatch(key)
+    return (found["scenario"], int(found["batch"]), found["name"]) if found else (key, 0, "")
+
+
+def note(title: str, settings: Mapping[str, object], figures: Mapping[str, str],
+         validity: str) -> str:
+    """The run's description: its title, settings and figures as Markdown tables."""
+    lines = [f"### {title}", "", "| setting | value |", "| --- | --- |"]
+    lines += [f"| {k} | {v} |" for k, v in settings.items() if v not in (None, "", ())]
+    lines += ["", "| figure | value |", "| --- | --- |"]
+    lines += [f"| {k} | {v} |" for k, v in figures.items()]
+    lines += ["", f"Measurement: **{validity}**. Every other statistic is in the "
+                  "`summary.json` artifact; the resource timeline in `monitor/timeline.png`."]
+    return "\n".join(lines)
+
+
+def describe_active_run(title: str, settings: Mapping[str, object]) -> None:
+    """Set the active run's description from its settings and its logged figures."""
+    run = mlflow.MlflowClient().get_run(mlflow.active_run().info.run_id)
+    validity = run.data.tags.get("dlaas.validity", "not judged")
+    reason = run.data.tags.get("dlaas.validity_reason", "")
+    mlflow.set_tag(NOTE_TAG, note(title, settings, headline_figures(run.data.metrics),
+                                  f"{validity}" + (f" ({reason})" if reason else "")))
+
+
+def megabytes(value: float | None) -> str:
+    """``676.7 MB`` (10**6 bytes, as MLflow's system metrics count) or ``not measured``."""
+    return "not measured" if value is None else f"{value / 1e6:.1f} MB"

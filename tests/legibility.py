@@ -1,0 +1,34 @@
+"""What a person sees of a run in the MLflow UI: a short metric list, system charts, a
+legible overview (shared by the real training and inference run tests)."""
+
+from __future__ import annotations
+
+import mlflow
+
+from mlflow_dlaas.environment import TAG_PREFIX
+
+#: At most this many metric keys on a run, so that the headline figures can be found.
+TRAINING_METRIC_BUDGET = 60
+INFERENCE_METRIC_BUDGET = 80
+MAX_FINGERPRINT_TAGS = 20
+
+
+def assert_legible_in_the_ui(run: mlflow.entities.Run, *, max_metrics: int) -> None:
+    """The metric budget, the System metrics tab's series, few fingerprint tags, and every
+    other figure in artifacts."""
+    metrics = run.data.metrics
+    assert len(metrics) <= max_metrics, f"{len(metrics)} metric keys: {sorted(metrics)}"
+    for series in ("system/cpu_utilization_percentage", "system/process_tree_rss_megabytes",
+                   "system/process_tree_cpu_percentage"):
+        assert series in metrics, series
+    assert not [k for k in metrics if k.startswith("monitor/")]
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id,
+                                                       "system/process_tree_rss_megabytes")
+    assert len(history) >= 3 and all(1 < m.value < 100_000 for m in history)  # MB, not bytes
+    fingerprint = [t for t in run.data.tags if t.startswith(TAG_PREFIX)]
+    assert len(fingerprint) <= MAX_FINGERPRINT_TAGS, fingerprint
+    client = mlflow.MlflowClient()
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"summary.json", "environment", "monitor"} <= artifacts, artifacts
+    assert "environment/fingerprint.json" in {
+        a.path for a in client.list_artifacts(run.info.run_id, "environment")}
