@@ -79,9 +79,12 @@ def _table(table: ComparisonTable, level: int) -> str:
                          else f"<td>{escape(c)}</td>" for c, h in zip(row, hints, strict=True))
         + "</tr>" for row, hints in zip(table.cells, table.hints, strict=True))
     missing = "".join(f"<li>{escape(m)}</li>" for m in table.missing)
+    shared = ", ".join(f"{k}={v}" for k, v in table.shared)
     return (f"<h{level}>{escape(table.title)}</h{level}><div class='scroll'>"
             "<table class='comparison'>"
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+            + (f"<details class='shared'><summary>Same in every row ({len(table.shared)} "
+               f"settings)</summary><p>{escape(shared)}</p></details>" if shared else "")
             + (f"<ul class='missing'>{missing}</ul>" if missing else ""))
 
 

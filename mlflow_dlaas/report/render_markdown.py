@@ -36,6 +36,8 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
                   "|" + "---|" * len(table.headings)]
         lines += ["| " + " | ".join(row) + " |" for row in table.cells]
         lines += [""] + [f"- missing: {m}" for m in table.missing]
+        if table.shared:
+            lines.append("- same in every row: " + ", ".join(f"{k}={v}" for k, v in table.shared))
     lines += ["", f"{level} Plots", ""]
     for plot in section.plots:
         if plot.png is None:

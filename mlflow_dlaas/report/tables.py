@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mlflow_dlaas.report.aggregate import aggregate, shown_settings
+from mlflow_dlaas.report.aggregate import NOT_SHOWN, aggregate, shown_settings
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 
 MIB = 2**20
@@ -56,6 +56,8 @@ class ComparisonTable:
     hints: list[list[str]]  # per cell: mean ± sd and n, shown on hover in the HTML
     stats: pd.DataFrame
     missing: list[str]
+    #: settings with one value in every row: kept out of the columns, shown folded away
+    shared: list[tuple[str, str]] = field(default_factory=list)
 
 
 def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
@@ -71,7 +73,21 @@ def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
                       str(row["runs"]),
                       *(_cell(row, c) for c in columns)])
         hints.append([""] * (len(settings) + 2) + [_hint(row, c) for c in columns])
-    return ComparisonTable(title, headings, cells, hints, stats, missing_notes(rows, columns))
+    return ComparisonTable(title, headings, cells, hints, stats, missing_notes(rows, columns),
+                           shared_settings(stats, settings))
+
+
+def shared_settings(stats: pd.DataFrame, shown: list[str]) -> list[tuple[str, str]]:
+    """The params set to one value in every row (unset ones left out): what the table's
+    columns leave out because nothing differs."""
+    found = []
+    for column in sorted(c for c in stats.columns if c.startswith("params.")):
+        if column in shown or column in NOT_SHOWN or column.startswith("params.in_force_"):
+            continue
+        values = stats[column]
+        if values.nunique(dropna=False) == 1 and setting_text(values.iloc[0]) != "default":
+            found.append((_label(column), setting_text(values.iloc[0], 60)))
+    return found
 
 
 def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
@@ -96,15 +112,20 @@ def _why(metric: str) -> str:
     return ""
 
 
-def setting_text(value: object) -> str:
+def setting_text(value: object, width: int = 32) -> str:
     """A setting as shown: unset (empty or absent) params are the framework's default; a run
-    URI by its first 8 hex digits; anything else longer than 32 characters shortened."""
+    URI by its first 8 hex digits; a long path by its file name; anything else longer than
+    ``width`` characters shortened."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
         return "default"
     text = str(value)
     if text.startswith("runs:/") and len(text) > 14:
         return text[:14] + "…"
-    return text if len(text) <= 32 else text[:31] + "…"
+    if len(text) > width and "/" in text.rstrip("/"):
+        tail = "…/" + text.rstrip("/").rsplit("/", 1)[1]
+        if len(tail) <= width:
+            return tail
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _label(column: str) -> str:
