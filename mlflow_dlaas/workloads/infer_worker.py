@@ -209,7 +209,7 @@ def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: An
     a model that fixes its batch size takes each query in batches of that size."""
     n = config.multi_stream_samples
     result = scenarios.multi_stream(predict, data, n, rule)
-    channel.metrics(result.metrics("multi_stream"), step=n)
+    _report_batch(channel, "multi_stream", n, result)
     return [("multi_stream", n, result)]
 
 
