@@ -129,8 +129,12 @@ def _download_mlflow_model(model_uri: str, directory: Path) -> tuple[Path, tuple
         example = model.load_input_example(str(local))
         if example is not None:
             arrays = example if isinstance(example, dict) else {"input": example}
+            arrays = {k: np.asarray(v) for k, v in arrays.items()}
             data = str(directory / "input_example.npz")
-            np.savez(data, **{k: np.asarray(v) for k, v in arrays.items()})
+            np.savez(data, **arrays)
+            if not shape and all(a.ndim > 1 for a in arrays.values()):  # no signature shapes
+                shape = ",".join(f"{k}:" * isinstance(example, dict)
+                                 + "x".join(map(str, a.shape[1:])) for k, a in arrays.items())
     return path, (shape, dtype, data)
 
 

@@ -215,3 +215,40 @@ def test_a_model_larger_than_the_free_memory_is_refused(tmp_path: Path,
                                           r"but only 0.0 GiB of memory is available"):
         prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out",
                 input_shape="y:3", copies=2)
+
+
+def test_mlflow_models_arrive_as_their_flavors_files(tracking: str, tmp_path: Path) -> None:
+    """An ONNX-flavor model by runs:/<id>/<path>: its file, its signature's shapes; a Keras
+    model: its .keras file and its input example as samples; a pyfunc-only model: refused."""
+    _skip_unless("onnx", "tensorflow")
+    import keras
+    import mlflow
+    import onnx
+
+    from mlflow_dlaas.inference.run_artifacts import _download_mlflow_model
+
+    graph = onnx.load(str(write_two_input_onnx(tmp_path / "two.onnx")))
+    example = {"x": np.ones((2, 4), np.float32), "y": np.zeros((2, 3), np.float32)}
+    keras_model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(2)])
+
+    class Echo(mlflow.pyfunc.PythonModel):
+        def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
+            return model_input
+
+    with mlflow.start_run() as run:
+        mlflow.onnx.log_model(graph, name="onnx_model", input_example=example)
+        mlflow.tensorflow.log_model(keras_model, name="keras_model", pip_requirements=["tf"],
+                                    input_example=np.full((3, 5), 2.0, np.float32))
+        mlflow.pyfunc.log_model(name="echo", python_model=Echo(), pip_requirements=["numpy"])
+    uri = f"runs:/{run.info.run_id}"
+    path, (shape, dtype, data) = _download_mlflow_model(f"{uri}/onnx_model", tmp_path / "a")
+    assert path.suffix == ".onnx" and shape == "x:4,y:3"  # from the example: no signature
+    assert set(np.load(data).files) == {"x", "y"}
+    path, (shape, dtype, data) = _download_mlflow_model(f"{uri}/keras_model", tmp_path / "b")
+    assert path.name == "model.keras" and shape == "5" and dtype == "float32"
+    assert np.all(next(iter(np.load(data).values())) == 2.0)
+    with pytest.raises(ConfigError, match="has flavor\\(s\\) python_function only; "
+                                          "mlflow-dlaas serves onnx, pytorch and tensorflow"):
+        _download_mlflow_model(f"{uri}/echo", tmp_path / "c")
+    with pytest.raises(ConfigError, match="cannot download it"):
+        _download_mlflow_model(f"{uri}/nothing_here", tmp_path / "d")
