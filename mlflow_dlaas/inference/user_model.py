@@ -417,7 +417,12 @@ def load_keras(tf: Any, kind: str, path: Path) -> tuple[Callable[..., Any], list
         raise _corrupt(path, f"TensorFlow ({kind})", e) from None
     _, named = signature.structured_input_signature
     declared = [(name, list(spec.shape), spec.dtype.name) for name, spec in named.items()]
-    return (lambda **x: signature(**x)), declared
+
+    def call(**x: Any) -> Any:
+        return signature(**x)
+
+    call.owner = loaded  # type: ignore[attr-defined]  # its variables live while call does
+    return call, declared
 
 
 def open_keras(kind: str, path: Path, shapes: dict, dtypes: dict

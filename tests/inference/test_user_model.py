@@ -252,3 +252,23 @@ def test_mlflow_models_arrive_as_their_flavors_files(tracking: str, tmp_path: Pa
         _download_mlflow_model(f"{uri}/echo", tmp_path / "c")
     with pytest.raises(ConfigError, match="cannot download it"):
         _download_mlflow_model(f"{uri}/nothing_here", tmp_path / "d")
+
+
+def test_a_savedmodel_directory_runs_on_tensorflow_with_and_without_xla(tmp_path: Path) -> None:
+    _skip_unless("tensorflow")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+    model.export(str(tmp_path / "saved"), verbose=False)
+    prepare(tmp_path / "saved", runtime="tensorflow", consumes="tensorflow",
+            directory=tmp_path / "s")
+    source = run_source(tmp_path / "s")
+    assert source.user is not None and source.user.inputs[0].shape == (5,)
+    runtime = get_runtime("tensorflow")
+    runtime.load()
+    for xla in (False, True):
+        outputs = runtime.prepare(source, InferenceOptions(jit_compile=xla))(
+            source.reference_inputs)
+        assert equivalence.compare(outputs, source.reference_outputs, precision="fp32",
+                                   rtol=1e-4, atol=1e-5).passed, xla
