@@ -14,7 +14,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.tuning.servers import mlflow_server
-from tests.tuning.studies import study_cli, write_spec
+from tests.tuning.studies import CHEAP_FIXED, study_cli, write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 POSTGRES_URL = os.environ.get("DLAAS_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
@@ -83,3 +83,30 @@ def test_three_workers_share_one_study_and_one_parent(
         assert {c.info.status for c in children} == {"FINISHED"}
         workers_seen = {t.user_attrs["dlaas_owner"]["dlaas.owner_pid"] for t in trials}
         assert len(workers_seen) >= 2  # the work was really shared
+
+
+def test_a_trial_prunes_through_a_storage_url_whose_password_reaches_no_run(
+    cli_path: str, tracking: str, databases: tuple[str, str], tmp_path: Path
+) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the trials train with PyTorch (extra: torch)")
+    _, optuna_db = databases
+    secret = f"pw-{uuid.uuid4().hex[:12]}"  # the service trusts local users: any password
+    scheme, rest = optuna_db.split("://", 1)
+    user, host = rest.split("@", 1)
+    storage = f"{scheme}://{user}:{secret}@{host}"
+    name = f"pruned-{uuid.uuid4().hex[:6]}"
+    spec = write_spec(tmp_path, name=name, n_trials=1, pruner="median",
+                      fixed={**CHEAP_FIXED, "max_steps": 0, "epochs": 2})
+    out = study_cli(cli_path, spec, "--storage", storage)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (trial,) = optuna.load_study(study_name=name, storage=optuna_db).trials
+    assert sorted(trial.intermediate_values) == [1, 2]  # reported from inside the trial
+    assert secret not in out.stdout + out.stderr
+    client = mlflow.MlflowClient()
+    for run in client.search_runs([client.get_experiment_by_name(name).experiment_id]):
+        assert secret not in str(run.data.params) + str(run.data.tags)
+        local = client.download_artifacts(run.info.run_id, "", str(tmp_path / run.info.run_id))
+        for path in Path(local).rglob("*"):
+            if path.is_file():
+                assert secret not in path.read_text(errors="replace"), path
