@@ -77,6 +77,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     """
     target = configure_tracking()
     storage, where = make_storage(storage_url)
+    reachable_url = absolute_url(storage_url)  # for the trials' own processes (pruning)
     print(f"mlflow-dlaas: study {spec.name!r} in {where}", file=sys.stderr)
     launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
     experiment_id = (mlflow.MlflowClient().get_run(launcher).info.experiment_id if launcher
@@ -99,7 +100,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                     continue
                 trial = study.ask()
                 state = _run_trial(study, trial, spec, experiment_id, parent_id,
-                                   absolute_url(storage_url))
+                                   reachable_url)
                 progress.report(study, trial.number, state)
                 trial = None
             summary = _finish(study, spec, parent_id)
