@@ -64,7 +64,11 @@ def main(argv: list[str]) -> None:
     env = dict(os.environ)
     package = beside_package()
     if package is not None and imported_package() != package:
-        root = str(import_root(package))
+        try:
+            root = str(import_root(package))
+        except OSError as e:
+            sys.exit(f"run_workload.py: cannot link mlflow-dlaas into the cache folder ({e}); "
+                     "set XDG_CACHE_HOME to a writable folder")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     os.execve(sys.executable, [sys.executable, "-m", *argv], env)
 
