@@ -174,11 +174,20 @@ def refusal(kind: str, runtime: str, consumes: str) -> str | None:
     if kind in SERVES.get(consumes, set()):
         return None
     if kind in ("keras", "savedmodel") and consumes == "onnx":
+        if has_tf2onnx():
+            return None
         return (f"the {runtime} runtime serves ONNX, and converting a {KINDS[kind]} model to "
                 "ONNX needs tf2onnx, which is not installed here (pip install tf2onnx); "
                 "serve it with the tensorflow runtime")
     return (f"the {runtime} runtime cannot load a {kind} model; serve it with "
             f"{' or '.join(runtimes_for(kind))}")
+
+
+def has_tf2onnx() -> bool:
+    """Whether the TensorFlow-to-ONNX converter is installed (Keras models on ONNX runtimes)."""
+    import importlib.util
+
+    return importlib.util.find_spec("tf2onnx") is not None
 
 
 def runtimes_for(kind: str) -> list[str]:
@@ -426,7 +435,7 @@ def load_keras(tf: Any, kind: str, path: Path) -> tuple[Callable[..., Any], list
 
 
 def open_keras(kind: str, path: Path, shapes: dict, dtypes: dict
-               ) -> tuple[Callable[[Feed], np.ndarray], tuple[InputSpec, ...]]:
+               ) -> tuple[Callable[[Feed], np.ndarray], tuple[InputSpec, ...], Any]:
     import os
 
     from mlflow_dlaas.frameworks.tensorflow import quiet_environment
@@ -440,7 +449,32 @@ def open_keras(kind: str, path: Path, shapes: dict, dtypes: dict
     def reference(feed: Feed) -> np.ndarray:
         return first_output_tf(call(**{s.name: tf.constant(feed[s.name]) for s in specs}))
 
-    return reference, specs
+    return reference, specs, call
+
+
+def export_keras(call: Callable[..., Any], specs: Sequence[InputSpec], path: Path) -> None:
+    """ONNX of a Keras model or SavedModel through tf2onnx, inputs named as the model's."""
+    import tensorflow as tf
+    import tf2onnx
+
+    names = [s.name for s in specs]
+
+    def first(out: Any) -> Any:
+        while isinstance(out, (tuple, list)):
+            out = out[0]
+        return out[sorted(out)[0]] if isinstance(out, dict) else out
+
+    function = tf.function(lambda *xs: first(call(**dict(zip(names, xs, strict=True)))))
+    signature = [tf.TensorSpec((s.fixed_batch, *s.shape), tf.as_dtype(s.dtype), name=s.name)
+                 for s in specs]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tf2onnx.convert.from_function(function, input_signature=signature, opset=17,
+                                      output_path=str(path))
+    except Exception as e:
+        raise ConfigError(f"converting the TensorFlow model to ONNX (tf2onnx) failed, so the "
+                          f"ONNX runtimes cannot serve it: "
+                          f"{str(e).strip().splitlines()[0][:300]}") from None
 
 
 def first_output_tf(out: Any) -> np.ndarray:
@@ -465,14 +499,14 @@ def prepare(path: Path, *, runtime: str, consumes: str, directory: Path, input_s
     shapes, dtypes = parse_shapes(input_shape), parse_dtypes(input_dtype)
     directory.mkdir(parents=True, exist_ok=True)
     onnx_path: Path | None = path if kind == "onnx" else None
-    module = None
+    module = keras_call = None
     if kind == "onnx":
         reference, specs, framework = open_onnx(path, shapes, dtypes)
     elif KINDS[kind] == "pytorch":
         reference, specs, module = open_torch(kind, path, shapes, dtypes)
         framework = "pytorch"
     else:
-        reference, specs = open_keras(kind, path, shapes, dtypes)
+        reference, specs, keras_call = open_keras(kind, path, shapes, dtypes)
         framework = "tensorflow"
     data_path = Path(input_data).expanduser().resolve() if input_data else None
     if data_path is not None and not data_path.is_file():
@@ -491,6 +525,9 @@ def prepare(path: Path, *, runtime: str, consumes: str, directory: Path, input_s
     if consumes == "onnx" and module is not None:
         onnx_path = directory / EXPORT_DIR / "model.onnx"
         export_torch(path if kind == "torch_export" else module, specs, feed, onnx_path)
+    if consumes == "onnx" and keras_call is not None:
+        onnx_path = directory / EXPORT_DIR / "model.onnx"
+        export_keras(keras_call, specs, onnx_path)
     np.savez(directory / REFERENCE_FILE, __outputs__=outputs,
              **{f"in.{k}": v for k, v in feed.arrays.items()})
     about = {"user": {"kind": kind, "path": str(path),

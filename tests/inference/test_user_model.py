@@ -141,7 +141,9 @@ def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
                 input_shape="2")
 
 
-def test_a_keras_file_runs_on_tensorflow_and_says_why_not_on_onnx(tmp_path: Path) -> None:
+def test_a_keras_file_runs_on_tensorflow_and_on_onnx_where_a_converter_is(tmp_path: Path
+                                                                          ) -> None:
+    """Without tf2onnx an ONNX runtime says why in one line; with it, it serves the model."""
     _skip_unless("tensorflow")
     import keras
 
@@ -158,6 +160,13 @@ def test_a_keras_file_runs_on_tensorflow_and_says_why_not_on_onnx(tmp_path: Path
     if importlib.util.find_spec("tf2onnx") is None:
         with pytest.raises(ConfigError, match="needs tf2onnx"):
             prepare(path, runtime="openvino", consumes="onnx", directory=tmp_path / "ov")
+        return
+    _skip_unless("onnxruntime")  # with the converter: through ONNX, against TensorFlow
+    prepare(path, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "ort")
+    outputs, reference = _serve(tmp_path / "ort", "onnxruntime")
+    assert (tmp_path / "ort" / "onnx" / "model.onnx").is_file()
+    assert equivalence.compare(outputs, reference, precision="fp32", rtol=1e-4,
+                               atol=1e-5).passed
 
 
 def test_synthetic_inputs_are_seeded_and_typed() -> None:
