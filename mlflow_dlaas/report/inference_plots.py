@@ -127,8 +127,10 @@ def latency_cdfs(client: MlflowClient, rows: pd.DataFrame) -> Plot:
     def paint(figure: Figure) -> None:
         ax = figure.add_subplot()
         for system, part in curves.items():
+            queries = (f" ({int(part['query_count'].iloc[0]):,} queries)"
+                       if "query_count" in part else "")
             ax.plot(part["latency_ms"], part["percentile"] / 100, color=palette[system],
-                    label=system)
+                    label=system + queries)
         ax.set_xscale("log")
         ax.set_xlabel("latency (ms, log scale)")
         ax.set_ylabel("fraction of queries")

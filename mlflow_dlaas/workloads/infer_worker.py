@@ -148,9 +148,9 @@ def _report_totals_and_cdf(channel: WorkerChannel, measured: Measured) -> None:
     out = worker_dir()
     with (out / CDF_FILE).open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["scenario", "batch_size", "percentile", "latency_ms"])
-        for scenario, batch, result in measured:
-            writer.writerows([scenario, batch, int(q), round(v, 6)]
+        writer.writerow(["scenario", "batch_size", "percentile", "latency_ms", "query_count"])
+        for scenario, batch, result in measured:  # with the queries each curve rests on
+            writer.writerows([scenario, batch, int(q), round(v, 6), result.count]
                              for q, v in zip(CDF_POINTS, result.cdf_ms, strict=True))
     channel.artifacts(out, CDF_ARTIFACT_DIR)
 

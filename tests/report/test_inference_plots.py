@@ -52,3 +52,28 @@ def test_no_server_run_says_so() -> None:
 def test_spans_decades() -> None:
     assert inference_plots.spans_decades(pd.Series([0.5, 5.0]))
     assert not inference_plots.spans_decades(pd.Series([1.0, 9.0, 0.0]))
+
+
+def test_each_latency_cdf_says_how_many_queries_it_rests_on(tracking: str, tmp_path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    cdf = tmp_path / "latency" / "cdf.csv"
+    cdf.parent.mkdir()
+    pd.DataFrame({"scenario": "single_stream", "batch_size": 1, "percentile": range(101),
+                  "latency_ms": [0.1 * (1 + p) for p in range(101)],
+                  "query_count": 1234}).to_csv(cdf, index=False)
+    with mlflow.start_run() as run:
+        mlflow.log_artifacts(str(cdf.parent), "latency")
+    rows = pd.DataFrame({"run_id": [run.info.run_id], "system": ["onnxruntime"],
+                         "batch_size": [1], "metrics.single_stream/latency_p50_ms": [5.0]})
+    drawn: dict[str, Figure] = {}
+
+    def keep(name, title, caption, paint, size=(7.0, 4.2)):
+        drawn[name] = Figure()
+        paint(drawn[name])
+        return inference_plots.Plot(name, title, caption, png=b"")
+
+    monkeypatch.setattr(inference_plots, "draw", keep)
+    inference_plots.latency_cdfs(mlflow.MlflowClient(), rows)
+    (ax,) = drawn["latency_cdf"].axes
+    assert [line.get_label() for line in ax.get_lines()] == ["onnxruntime (1,234 queries)"]
