@@ -126,6 +126,9 @@ def _check_batching(source: ModelSource, config: InferConfig) -> None:
     if "server" in config.scenarios and (fixed != 1 or config.server_max_batch != 1):
         raise ConfigError(f"{source.name} fixes its batch size at {fixed}: the server "
                           "scenario needs batch 1 queries and server_max_batch=1")
+    if "ensemble" in config.scenarios and fixed != 1:
+        raise ConfigError(f"{source.name} fixes its batch size at {fixed}: ensemble members "
+                          "serve batch 1 queries")
     if "multi_stream" in config.scenarios and config.multi_stream_samples % fixed:
         raise ConfigError(f"{source.name} fixes its batch size at {fixed}: "
                           f"multi_stream_samples must be a multiple of {fixed}")

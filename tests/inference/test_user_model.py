@@ -281,3 +281,36 @@ def test_a_savedmodel_directory_runs_on_tensorflow_with_and_without_xla(tmp_path
             source.reference_inputs)
         assert equivalence.compare(outputs, source.reference_outputs, precision="fp32",
                                    rtol=1e-4, atol=1e-5).passed, xla
+
+
+def test_a_model_with_a_fixed_batch_runs_at_that_batch_only(tmp_path: Path) -> None:
+    _skip_unless("onnx", "onnxruntime")
+    import onnx
+    from onnx import TensorProto, helper
+
+    from mlflow_dlaas.inference.config import InferConfig
+    from mlflow_dlaas.workloads.infer_worker import _check_batching, _in_fixed_batches
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "fixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "fixed.onnx"))
+    prepare(tmp_path / "fixed.onnx", runtime="onnxruntime", consumes="onnx",
+            directory=tmp_path / "s")
+    source = run_source(tmp_path / "s")
+    assert source.user is not None and source.user.fixed_batch == 2
+    uri = str(tmp_path / "fixed.onnx")
+    with pytest.raises(ConfigError, match="fixes its batch size at 2; give -P batch_sizes=2"):
+        _check_batching(source, InferConfig("onnxruntime", model_uri=uri, batch_sizes=(1, 8)))
+    with pytest.raises(ConfigError, match="the server scenario needs batch 1"):
+        _check_batching(source, InferConfig("onnxruntime", model_uri=uri, batch_sizes=(2,)))
+    _check_batching(source, InferConfig("onnxruntime", model_uri=uri, batch_sizes=(2,),
+                                        scenarios=("single_stream", "multi_stream")))
+    runtime = get_runtime("onnxruntime")
+    runtime.load()
+    predict = _in_fixed_batches(runtime.prepare(source, InferenceOptions()), 2)
+    query = synthetic_feed(source.user.inputs, 8, 5)  # one multi-stream query, 4 model calls
+    assert np.array_equal(predict(query), np.maximum(query["x"], 0))
