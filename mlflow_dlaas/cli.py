@@ -217,6 +217,43 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
     sys.exit(0 if answer.found else 1)
 
 
+@cli.command("reproduce")
+@click.option("--quick", "plan", flag_value="quick", default=True,
+              help="The short plan: fits in 20 minutes on 2 cores with the embedded data "
+                   "(default).")
+@click.option("--full", "plan", flag_value="full",
+              help="The closer replication (more epochs, settings and replicates); its time "
+                   "is estimated before it starts.")
+@click.option("--claims", default=None, metavar="1,3,6",
+              help="Only these claims (numbers 1-8, comma-separated); default: all.")
+@click.option("--experiment", default="dlaas-reproduce", show_default=True,
+              help="The MLflow experiment of the studies' runs and of the report run.")
+@click.option("--output", default=None, type=click.Path(file_okay=False),
+              help="Directory for claims.html, claims.md and plots/ "
+                   "(default ./dlaas-reports/reproduce-<plan>).")
+@click.option("--no-run", is_flag=True, help="Only write the files; log no report run.")
+@reports_errors
+def reproduce_command(plan: str, claims: str | None, experiment: str, output: str | None,
+                      no_run: bool) -> None:
+    """Re-measure the two papers' findings on this machine and judge each claim.
+
+    Runs each claim's study (examples/reproduce/, resumable: rerun to continue), then writes
+    the claims report (one row per claim: holds, does not hold, not separable, not measurable
+    here) as HTML and Markdown, logged as a report run.
+    """
+    from mlflow_dlaas.reproduce.command import reproduce
+
+    done = reproduce(plan=plan, claims=claims, experiment=experiment, output=output,
+                     log_run=not no_run)
+    for result in done.results:
+        click.echo(f"claim {result.claim.number}: {result.verdict.verdict}: "
+                   f"{result.verdict.reason}")
+    click.echo(f"report: {done.html.resolve()}")
+    click.echo(f"summary: {done.markdown.resolve()}")
+    if done.run_id:
+        click.echo(f"report run: {done.run_id}")
+
+
 @cli.command("demo")
 @reports_errors
 def demo_command() -> None:

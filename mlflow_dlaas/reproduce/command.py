@@ -1,0 +1,65 @@
+"""What ``mlflow-dlaas reproduce`` does, below the CLI."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.report.publish import default_output
+from mlflow_dlaas.reproduce import claims_report
+from mlflow_dlaas.reproduce.claims import PLANS, parse_claims
+from mlflow_dlaas.reproduce.runner import (
+    ClaimResult,
+    announce,
+    judge,
+    plan_steps,
+    run_steps,
+    stderr,
+    this_host,
+)
+from mlflow_dlaas.tracking import configure_tracking, ensure_experiment, redact_uri
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """The verdicts, the report's files and its run."""
+
+    results: list[ClaimResult]
+    html: Path
+    markdown: Path
+    run_id: str | None
+
+
+def reproduce(*, plan: str, claims: str | None, experiment: str, output: str | None,
+              log_run: bool = True) -> Reproduced:
+    """Run the selected claims' studies (resuming them), judge every claim on this host's
+    valid runs, write the claims report and log it as a report run in ``experiment``."""
+    if plan not in PLANS:
+        raise ConfigError(f"unknown plan {plan!r}; choose one of: {', '.join(PLANS)}")
+    chosen = parse_claims(claims)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    uri = configure_tracking().uri
+    client = MlflowClient()
+    steps, known = plan_steps(chosen, plan, experiment)
+    announce(plan, steps, stderr)
+    for number, verdict in sorted(known.items()):
+        stderr(f"claim {number}: {verdict.verdict}: {verdict.reason}")
+    failed = run_steps(steps, stderr)
+    host = this_host()
+    results = judge(client, chosen, steps, known, failed, host)
+    report = claims_report.build(plan, host, redact_uri(uri), results)
+    directory = Path(output) if output else default_output(f"reproduce-{plan}")
+    try:
+        files = claims_report.write(report, directory)
+    except OSError as e:
+        raise ConfigError(f"cannot write the report to {directory}: {e.strerror or e}; give "
+                          "--output a folder you can write to") from None
+    run_id = None
+    if log_run:
+        run_id = claims_report.log_run(client, report, files, directory,
+                                       ensure_experiment(experiment))
+    return Reproduced(results, files[0], files[1], run_id)

@@ -1,0 +1,224 @@
+"""Run each selected claim's study (resumable), then judge every claim on this host's runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from mlflow_dlaas.errors import ConfigError, DlaasError, SourceUnavailable
+from mlflow_dlaas.report.collect import collect_runs
+from mlflow_dlaas.report.report import Workloads
+from mlflow_dlaas.report.screening import counts_toward_winner, screen
+from mlflow_dlaas.reproduce.claims import Claim
+from mlflow_dlaas.reproduce.verdicts import (
+    JUDGES,
+    NOT_IMPLEMENTED,
+    NOT_MEASURABLE,
+    NOT_SEPARABLE,
+    Verdict,
+)
+from mlflow_dlaas.tuning.spec import StudySpec, load_spec
+
+SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "reproduce"
+DEFAULT_EXPERIMENT = "dlaas-reproduce"
+#: what --quick promises on 2 cores
+QUICK_LIMIT_MIN = 20
+#: the Python modules each framework or runtime needs in this environment
+MODULES = {"pytorch": ("torch",), "tensorflow": ("tensorflow",),
+           "onnxruntime": ("onnxruntime", "torch"), "openvino": ("openvino", "torch"),
+           "mxnet": ()}
+PRELOADED = ("allocator", "openmp_runtime")
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim's verdict and where its runs are."""
+
+    claim: Claim
+    verdict: Verdict
+    study: str = ""  # the study that holds its runs
+    experiment_id: str = ""
+    notes: tuple[str, ...] = ()  # runs left out, and why
+    valid_runs: int = 0  # the runs the tests could use
+
+
+@dataclass(frozen=True)
+class Step:
+    """One study to run, and the claims judged on its runs."""
+
+    spec: StudySpec
+    claims: tuple[Claim, ...]
+    minutes: float
+
+
+def spec_path(claim: Claim, plan: str) -> Path:
+    """The claim's study spec for ``plan`` (quick or full)."""
+    path = SPEC_DIR / f"{claim.study}-{plan}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"claim {claim.number}'s study spec {path} is missing; reproduce "
+                          "runs from a checkout of mlflow-dlaas (examples/reproduce/)")
+    return path
+
+
+def claim_spec(claim: Claim, plan: str, experiment: str) -> StudySpec:
+    """The spec, in ``experiment``; a study of another experiment gets its own name, so that
+    each experiment resumes its own studies."""
+    spec = load_spec(spec_path(claim, plan))
+    if experiment == spec.experiment:
+        return spec
+    return dataclasses.replace(spec, name=f"{experiment}-{spec.name}"[:250],
+                               experiment=experiment)
+
+
+def unmeasurable(claim: Claim, spec: StudySpec) -> str | None:
+    """Why this machine cannot measure the claim (a framework, library or energy counter
+    missing), or None."""
+    missing = sorted({f"{name} (module {module})" for name in spec.frameworks
+                      for module in MODULES.get(name, ())
+                      if importlib.util.find_spec(module) is None})
+    if missing:
+        return f"a framework is missing: {', '.join(missing)} is not installed"
+    for setting in PRELOADED:
+        values = [spec.fixed.get(setting)] + [c for d in spec.search_space
+                                              if d.name == setting for c in d.choices]
+        for value in {str(v) for v in values if v not in (None, "", "default")}:
+            try:
+                from mlflow_dlaas.libraries.settings import library_file
+
+                library_file(setting, value)
+            except ConfigError as e:
+                return str(e)
+    if claim.needs_energy:
+        return energy_counter_missing()
+    return None
+
+
+def energy_counter_missing() -> str | None:
+    """Why no energy counter is readable here (no RAPL package counter, no NVIDIA GPU)."""
+    from mlflow_dlaas.hardware import nvidia_gpu_models
+    from mlflow_dlaas.monitor.rapl import RaplSampler
+
+    if nvidia_gpu_models():
+        return None
+    try:
+        RaplSampler().open()
+    except SourceUnavailable as e:
+        return f"no energy counter: {e}; no NVIDIA GPU"
+    return None
+
+
+def plan_steps(claims: list[Claim], plan: str, experiment: str
+               ) -> tuple[list[Step], dict[int, Verdict]]:
+    """The studies to run (one per spec, shared by the claims judged on it), and the verdicts
+    known before measuring (not implemented, not measurable here)."""
+    steps: dict[str, Step] = {}
+    known: dict[int, Verdict] = {}
+    for claim in claims:
+        if not claim.implemented:
+            known[claim.number] = Verdict(NOT_IMPLEMENTED, claim.why_not)
+            continue
+        spec = claim_spec(claim, plan, experiment)
+        reason = unmeasurable(claim, spec)
+        if reason:
+            known[claim.number] = Verdict(NOT_MEASURABLE, reason)
+            continue
+        found = steps.get(spec.name)
+        minutes = claim.minutes.get(plan, 0.0)
+        steps[spec.name] = Step(spec, (*found.claims, claim), found.minutes + minutes) if found \
+            else Step(spec, (claim,), minutes)
+    return list(steps.values()), known
+
+
+def run_steps(steps: list[Step], say: Callable[[str], None]) -> dict[str, str]:
+    """Run (or resume) each study; one line before and after each, with the time left.
+
+    Returns the studies that failed, with the reason. The time left is the plan's estimate,
+    scaled by how the finished steps compared with theirs.
+    """
+    from mlflow_dlaas.tuning.study import run_study
+
+    failed: dict[str, str] = {}
+    planned_done, spent = 0.0, 0.0
+    for i, step in enumerate(steps, 1):
+        left = sum(s.minutes for s in steps[i - 1:])
+        scale = spent / planned_done if planned_done else 1.0
+        claims = ", ".join(str(c.number) for c in step.claims)
+        say(f"[step {i}/{len(steps)}] claim{'s' if len(step.claims) > 1 else ''} {claims}: "
+            f"study {step.spec.name} (about {step.minutes * scale:.0f} min; about "
+            f"{left * scale:.0f} min left)")
+        started = time.monotonic()
+        try:
+            run_study(step.spec)
+        except DlaasError as e:
+            failed[step.spec.name] = str(e)
+            say(f"[step {i}/{len(steps)}] study {step.spec.name} failed: {e}")
+        took = (time.monotonic() - started) / 60
+        planned_done += step.minutes
+        spent += took
+        rest = sum(s.minutes for s in steps[i:]) * (spent / planned_done if planned_done else 1)
+        say(f"[step {i}/{len(steps)}] done in {took:.1f} min; about {rest:.0f} min left")
+    return failed
+
+
+def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
+          known: dict[int, Verdict], failed: dict[str, str], host: str) -> list[ClaimResult]:
+    """Every claim's verdict: on its study's finished, valid runs of ``host``."""
+    by_claim = {c.number: s for s in steps for c in s.claims}
+    results = []
+    for claim in claims:
+        if claim.number in known:
+            results.append(ClaimResult(claim, known[claim.number]))
+            continue
+        spec = by_claim[claim.number].spec
+        try:
+            table = collect_runs(client, study=spec.name)
+        except ConfigError:  # no trial run at all
+            why = failed.get(spec.name, "the study has no runs yet")
+            results.append(ClaimResult(claim, Verdict(NOT_SEPARABLE, f"no runs: {why}"),
+                                       spec.name))
+            continue
+        finished = table.finished
+        here = finished[finished["host"] == host] if len(finished) else finished
+        counted = here[counts_toward_winner(here, include_disturbed=False)] if len(here) \
+            else here
+        notes = screen(here, include_disturbed=False).notes()
+        if len(finished) > len(here):
+            notes.append(f"{len(finished) - len(here)} runs of other hosts left out: a claim "
+                         f"is judged on this host ({host}) only")
+        verdict = JUDGES[claim.number](Workloads.of(counted))
+        experiment = str(table.runs["experiment_id"].iloc[0]) if len(table.runs) else ""
+        results.append(ClaimResult(claim, verdict, spec.name, experiment, tuple(notes),
+                                   len(counted)))
+    return results
+
+
+def this_host() -> str:
+    """This machine's hardware hash (``dlaas.host`` of the runs it measures)."""
+    from mlflow_dlaas.environment import fingerprint
+
+    return str(fingerprint(deep=False)["host_hash"])
+
+
+def announce(plan: str, steps: list[Step], say: Callable[[str], None]) -> None:
+    """What the plan runs and how long it should take, before it starts."""
+    total = sum(s.minutes for s in steps)
+    runs = sum((s.spec.n_trials or 0) * s.spec.replicates for s in steps)
+    if plan == "quick":
+        say(f"reproduce --quick: {len(steps)} studies, {runs} runs; fits in {QUICK_LIMIT_MIN} "
+            f"minutes on 2 cores with the embedded data (about {total:.0f} min measured here; "
+            "a rerun resumes where it stopped)")
+    else:
+        say(f"reproduce --full: {len(steps)} studies, {runs} runs; estimated {total:.0f} min "
+            f"({total / 60:.1f} h) on 2 cores before it starts; a rerun resumes where it "
+            "stopped")
+
+
+def stderr(line: str) -> None:
+    print(f"mlflow-dlaas: {line}", file=sys.stderr, flush=True)

@@ -1,0 +1,485 @@
+"""Verdicts on measured runs: does a claim hold here?
+
+A claim is split into parts; each part is decided by rank tests (the report's rule: a
+two-sided Mann-Whitney U, p below ``ALPHA`` with at least ``MIN_REPLICATES`` valid runs a
+side, :mod:`mlflow_dlaas.report.separation`) between the runs of two settings:
+
+- a part **holds** when the tests it needs separate the settings in the claimed direction;
+- it **does not hold** when a test separates them in the opposite direction (or, for a
+  ranking, another runtime or setting is separated ahead);
+- it is **not separable** otherwise: too few runs, or spreads that overlap (p >= ALPHA).
+
+A claim holds when every part holds, does not hold when any part does not, and is not
+separable otherwise. The judges below take the finished, valid runs of one host.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import pandas as pd
+from scipy.stats import spearmanr
+
+from mlflow_dlaas.report.derived import ENERGY_PER_1000, PEAK_MEMORY
+from mlflow_dlaas.report.report import Workloads
+from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES, best_possible_p, separate
+
+HOLDS = "holds"
+DOES_NOT_HOLD = "does not hold"
+NOT_SEPARABLE = "not separable"
+NOT_MEASURABLE = "not measurable here"
+NOT_IMPLEMENTED = "not implemented yet"
+
+TRAIN_TIME = "metrics.train_time_seconds"
+ACCURACY = "metrics.final_test_accuracy"
+MEMORY = f"metrics.{PEAK_MEMORY}"
+CPU_PERCENT = "metrics.train/mean_proc_cpu_percent"
+P50 = "metrics.single_stream/latency_p50_ms"
+THROUGHPUT = "metrics.offline/throughput_samples_per_second"
+ENERGY_1000 = f"metrics.{ENERGY_PER_1000}"
+HYPER_PARAMETERS = ("params.batch_size", "params.learning_rate")
+LIBRARY_SETTINGS = ("params.openmp_runtime", "params.allocator", "params.onednn")
+RUNTIME_SETTINGS = ("batch_size", "params.intra_op_threads", "params.graph_optimization_level",
+                    "params.precision")
+DEFAULTS = ("", "default")
+#: beyond this median gain from batch 64 to the largest batch, throughput still grows
+SATURATION_GAIN = 1.10
+SHORT = {TRAIN_TIME: "train time", ACCURACY: "accuracy", MEMORY: "peak memory",
+         CPU_PERCENT: "CPU % while training", P50: "single-stream p50",
+         THROUGHPUT: "offline throughput", ENERGY_1000: "energy per 1,000 predictions"}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One rank test: the runs of setting ``a`` against those of ``b`` on one metric."""
+
+    what: str  # "pytorch, train time: batch_size 256 vs 32"
+    metric: str
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    run_ids: tuple[str, ...]
+    separated: bool
+    p_value: float | None
+
+    @property
+    def ratio(self) -> float:
+        """Median of ``a`` over median of ``b`` (NaN when either is missing or b is 0)."""
+        if not self.a or not self.b:
+            return math.nan
+        below = _median(self.b)
+        return _median(self.a) / below if below else math.nan
+
+    @property
+    def direction(self) -> int:
+        """+1 when ``a`` is separated above ``b``, -1 below, 0 when not separated."""
+        if not self.separated:
+            return 0
+        return 1 if _median(self.a) > _median(self.b) else -1
+
+    def outcome(self) -> str:
+        """The test in words: ``p = 0.029, 4 vs 4 runs`` or why it could not decide."""
+        n, m = len(self.a), len(self.b)
+        if min(n, m) < MIN_REPLICATES:
+            return f"too few valid runs ({n} vs {m}; {MIN_REPLICATES} a side needed)"
+        p = f"p = {self.p_value:.2g}" if self.p_value is not None else "p = —"
+        if self.separated:
+            return f"separated ({p} < {ALPHA}, {n} vs {m} runs)"
+        floor = best_possible_p(n, m)
+        if floor >= ALPHA:
+            return f"too few runs for the test ({p}; {n} vs {m} cannot reach {ALPHA})"
+        return f"spreads overlap ({p} >= {ALPHA}, {n} vs {m} runs)"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim, its outcome and the tests behind it."""
+
+    text: str
+    outcome: str  # HOLDS, DOES_NOT_HOLD or NOT_SEPARABLE
+    why: str
+    comparisons: tuple[Comparison, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim's verdict, the reason in one sentence and its parts."""
+
+    verdict: str
+    reason: str
+    parts: tuple[Part, ...] = ()
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """Every run a test used, once, in order."""
+        seen: dict[str, None] = {}
+        for part in self.parts:
+            for comparison in part.comparisons:
+                seen.update(dict.fromkeys(comparison.run_ids))
+        return tuple(seen)
+
+
+def combine(parts: Sequence[Part]) -> Verdict:
+    """Holds when every part holds, does not hold when any part does not, else not separable."""
+    if not parts:
+        return Verdict(NOT_SEPARABLE, "no valid runs to test: run the claim's study")
+    against = [p for p in parts if p.outcome == DOES_NOT_HOLD]
+    if against:
+        return Verdict(DOES_NOT_HOLD, "; ".join(f"{p.text}: {p.why}" for p in against),
+                       tuple(parts))
+    open_parts = [p for p in parts if p.outcome != HOLDS]
+    if open_parts:
+        return Verdict(NOT_SEPARABLE, "; ".join(f"{p.text}: {p.why}" for p in open_parts),
+                       tuple(parts))
+    return Verdict(HOLDS, "; ".join(f"{p.text}: {p.why}" for p in parts), tuple(parts))
+
+
+def compare(what: str, metric: str, a: pd.DataFrame, b: pd.DataFrame) -> Comparison:
+    """The rank test of ``a``'s runs against ``b``'s on ``metric`` (a ``metrics.*`` column)."""
+    got_a, ids_a = _values(a, metric)
+    got_b, ids_b = _values(b, metric)
+    verdict = separate(got_a, got_b)
+    return Comparison(what, metric, tuple(got_a), tuple(got_b), (*ids_a, *ids_b),
+                      verdict.separated, verdict.p_value)
+
+
+def _values(rows: pd.DataFrame, metric: str) -> tuple[list[float], list[str]]:
+    if metric not in rows or rows.empty:
+        return [], []
+    values = pd.to_numeric(rows[metric], errors="coerce")
+    kept = rows[values.notna()]
+    return [float(v) for v in values.dropna()], [str(r) for r in kept["run_id"]]
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(pd.Series(list(values), dtype=float).median())
+
+
+def _levels(rows: pd.DataFrame, column: str) -> list[str]:
+    """The values of a setting, in numeric order where they are numbers."""
+    values = [str(v) for v in rows[column].dropna().unique()] if column in rows else []
+    return sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _part_any(text: str, comparisons: list[Comparison], want: int | None = None) -> Part:
+    """Holds when a test separates in the wanted direction (either, for None); does not hold
+    when tests separate only against it; not separable when none separates."""
+    if not comparisons:
+        return Part(text, NOT_SEPARABLE, "no runs to compare")
+    good = [c for c in comparisons if c.direction != 0 and (want is None or c.direction == want)]
+    if good:
+        return Part(text, HOLDS, f"{good[0].what}, {_fold(good[0])}", tuple(comparisons))
+    bad = [c for c in comparisons if c.direction != 0]
+    if bad:
+        return Part(text, DOES_NOT_HOLD, f"{bad[0].what}, the other way: {_fold(bad[0])}",
+                    tuple(comparisons))
+    return Part(text, NOT_SEPARABLE, f"{comparisons[0].what}: {comparisons[0].outcome()}",
+                tuple(comparisons))
+
+
+def _part_all(text: str, groups: dict[str, list[Comparison]], want: int | None = None) -> Part:
+    """Holds when it holds in every group (framework, runtime); does not hold when it does
+    not in one; else not separable."""
+    if not groups:
+        return Part(text, NOT_SEPARABLE, "no runs to compare")
+    judged = {name: _part_any(text, found, want) for name, found in groups.items()}
+    comparisons = tuple(c for part in judged.values() for c in part.comparisons)
+    for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE):
+        failing = [f"{name}: {p.why}" for name, p in judged.items() if p.outcome == outcome]
+        if failing:
+            return Part(text, outcome, "; ".join(failing), comparisons)
+    return Part(text, HOLDS, "; ".join(f"{n}: {p.why}" for n, p in judged.items()),
+                comparisons)
+
+
+def _fold(c: Comparison) -> str:
+    return f"{c.ratio:.2f}x ({c.outcome()})"
+
+
+def _by_system(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {str(s): g for s, g in rows.groupby("system", sort=True)} if len(rows) else {}
+
+
+def _extremes(rows: pd.DataFrame, column: str, metric: str, system: str
+              ) -> Comparison | None:
+    """The largest level of ``column`` against the smallest, on ``metric``."""
+    levels = _levels(rows, column)
+    if len(levels) < 2:
+        return None
+    top, low = levels[-1], levels[0]
+    name = column.removeprefix("params.")
+    values = rows[column].astype(str)
+    return compare(f"{system}, {SHORT.get(metric, metric)}: {name} {top} vs {low}", metric,
+                   rows[values == top], rows[values == low])
+
+
+# --- training claims -----------------------------------------------------------------------
+
+def judge_presets(work: Workloads) -> Verdict:
+    """Claim 1: one preset applied to every framework gives different accuracy and time."""
+    train = work.train
+    if "params.preset" not in train or train.empty:
+        return combine([])
+    per_metric: dict[str, list[Comparison]] = {ACCURACY: [], TRAIN_TIME: []}
+    for preset, rows in train.groupby("params.preset", sort=True):
+        systems = _by_system(rows)
+        for (x, a), (y, b) in combinations(systems.items(), 2):
+            for metric in per_metric:
+                per_metric[metric].append(compare(
+                    f"preset {preset}, {SHORT[metric]}: {x} vs {y}", metric, a, b))
+    return combine([_part_any("the same preset gives different accuracy across frameworks",
+                              per_metric[ACCURACY]),
+                    _part_any("the same preset gives different training time across "
+                              "frameworks", per_metric[TRAIN_TIME])])
+
+
+def judge_hyperparameters(work: Workloads) -> Verdict:
+    """Claim 2: batch size and learning rate change training time and accuracy, by different
+    amounts per framework."""
+    parts = []
+    for metric in (TRAIN_TIME, ACCURACY):
+        groups = {system: [c for column in HYPER_PARAMETERS
+                           if (c := _extremes(rows, column, metric, system)) is not None]
+                  for system, rows in _by_system(work.train).items()}
+        parts.append(_part_all(f"hyper-parameters change {SHORT[metric]}",
+                               {k: v for k, v in groups.items() if v}))
+    parts.append(_effect_differs(work.train))
+    return combine(parts)
+
+
+def _effect_differs(train: pd.DataFrame) -> Part:
+    """The frameworks' train-time ratios (largest over smallest level of the first varied
+    hyper-parameter, paired by seed) told apart by the rank test."""
+    text = "the effect on train time differs per framework"
+    column = next((c for c in HYPER_PARAMETERS if len(_levels(train, c)) > 1), None)
+    systems = _by_system(train)
+    if column is None or len(systems) < 2:
+        return Part(text, NOT_SEPARABLE, "needs one hyper-parameter varied in two frameworks")
+    ratios = {name: _paired_ratios(rows, column) for name, rows in systems.items()}
+    comparisons = []
+    for (x, (a, ids_a)), (y, (b, ids_b)) in combinations(ratios.items(), 2):
+        verdict = separate(a, b)
+        comparisons.append(Comparison(
+            f"train-time ratio of {column.removeprefix('params.')} "
+            f"{_levels(train, column)[-1]} vs {_levels(train, column)[0]}: {x} vs {y}",
+            "ratio", tuple(a), tuple(b), (*ids_a, *ids_b), verdict.separated, verdict.p_value))
+    return _part_any(text, comparisons)
+
+
+def _paired_ratios(rows: pd.DataFrame, column: str) -> tuple[list[float], list[str]]:
+    """Per seed: train time at the largest level over the smallest (replicate pairs)."""
+    levels = _levels(rows, column)
+    if len(levels) < 2 or "params.seed" not in rows:
+        return [], []
+    values = rows[column].astype(str)
+    top = rows[values == levels[-1]].groupby("params.seed")
+    low = rows[values == levels[0]].groupby("params.seed")
+    tops = {s: g for s, g in top}
+    ratios, ids = [], []
+    for seed, group in low:
+        if seed not in tops:
+            continue
+        a, b = tops[seed], group
+        below = pd.to_numeric(b[TRAIN_TIME], errors="coerce").median()
+        above = pd.to_numeric(a[TRAIN_TIME], errors="coerce").median()
+        if below and not math.isnan(below) and not math.isnan(above):
+            ratios.append(float(above / below))
+            ids += [*map(str, a["run_id"]), *map(str, b["run_id"])]
+    return ratios, ids
+
+
+def judge_libraries(work: Workloads) -> Verdict:
+    """Claim 3: configuring the parallel libraries improves training time, and the best
+    setting differs per framework."""
+    per_system: dict[str, list[Comparison]] = {}
+    for system, rows in _by_system(work.train).items():
+        for column in (c for c in LIBRARY_SETTINGS if c in rows):
+            values = rows[column].fillna("").astype(str)
+            base = rows[values.isin(DEFAULTS)]
+            for value in sorted(set(values) - set(DEFAULTS)):
+                per_system.setdefault(system, []).append(compare(
+                    f"{system}, train time: {column.removeprefix('params.')}={value} vs "
+                    "default", TRAIN_TIME, rows[values == value], base))
+    every = [c for found in per_system.values() for c in found]
+    improves = _part_any("a library setting improves training time", every, want=-1)
+    return combine([improves, _best_differs(per_system)])
+
+
+def _best_differs(per_system: dict[str, list[Comparison]]) -> Part:
+    """Holds when frameworks' best settings (separated from the default, lowest ratio) differ,
+    or one's best is separated as hurting another; does not hold when all share one best."""
+    text = "the best library setting differs per framework"
+    every = tuple(c for found in per_system.values() for c in found)
+    if len(per_system) < 2:
+        return Part(text, NOT_SEPARABLE, "needs library settings measured in two frameworks",
+                    every)
+    best = {}
+    for system, found in per_system.items():
+        helped = [c for c in found if c.direction == -1]
+        if helped:
+            best[system] = _setting(min(helped, key=lambda c: c.ratio))
+    listed = "; ".join(f"{s}: {w}" for s, w in best.items())
+    if len(set(best.values())) > 1:
+        return Part(text, HOLDS, f"best: {listed}", every)
+    for system, setting in best.items():
+        hurt = [c for other, found in per_system.items() if other != system
+                for c in found if _setting(c) == setting and c.direction == 1]
+        if hurt:
+            return Part(text, HOLDS, f"best in {system}: {setting}; {hurt[0].what}, "
+                        f"{_fold(hurt[0])}", every)
+    if best and len(best) == len(per_system):
+        return Part(text, DOES_NOT_HOLD, f"the same best everywhere: {listed}", every)
+    return Part(text, NOT_SEPARABLE, "no framework's best setting is told apart from the "
+                f"others' ({listed or 'no setting was separated from the default'})", every)
+
+
+def _setting(c: Comparison) -> str:
+    """``allocator=jemalloc`` from a library comparison's description."""
+    return c.what.split(": ", 1)[1].removesuffix(" vs default")
+
+
+def judge_resources(work: Workloads) -> Verdict:
+    """Claim 4: resource use differs per framework and grows with the batch size."""
+    differ = []
+    train = work.train
+    column = "params.batch_size"
+    for level in _levels(train, column) or [None]:
+        rows = train if level is None else train[train[column].astype(str) == level]
+        where = "" if level is None else f" at batch_size {level}"
+        for (x, a), (y, b) in combinations(_by_system(rows).items(), 2):
+            for metric in (MEMORY, CPU_PERCENT):
+                differ.append(compare(f"{SHORT[metric]}{where}: {x} vs {y}", metric, a, b))
+    grows = {system: [c] for system, rows in _by_system(train).items()
+             if (c := _extremes(rows, column, MEMORY, system)) is not None}
+    return combine([_part_any("resource use differs per framework", differ),
+                    _part_all("peak memory grows with the batch size", grows, want=1)])
+
+
+# --- inference claims ----------------------------------------------------------------------
+
+def judge_runtime_settings(work: Workloads) -> Verdict:
+    """Claim 5: runtime settings change latency, throughput and memory."""
+    rows = work.inference
+    parts = []
+    for setting in RUNTIME_SETTINGS:
+        if len(_levels(rows, setting)) < 2:
+            continue
+        groups = {}
+        for system, found in _by_system(rows).items():
+            held = _others_at_first(found, setting)
+            groups[system] = [c for metric in (P50, THROUGHPUT, MEMORY)
+                              if (c := _extremes(held, setting, metric, system)) is not None]
+        name = setting.removeprefix("params.")
+        parts.append(_part_all(f"{name} changes latency, throughput or memory", groups))
+    return combine(parts)
+
+
+def _others_at_first(rows: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """The rows whose other runtime settings are at their first level (one thing varies)."""
+    for other in RUNTIME_SETTINGS:
+        levels = _levels(rows, other)
+        if other != setting and len(levels) > 1:
+            rows = rows[rows[other].astype(str) == levels[0]]
+    return rows
+
+
+def judge_runtimes(work: Workloads) -> Verdict:
+    """Claim 6: ONNX Runtime fastest at small batches; throughput saturates around batch
+    32-64; OpenVINO best on CPU."""
+    rows = _others_at_first(work.inference, "batch_size")
+    batches = [int(float(b)) for b in _levels(rows, "batch_size")]
+    parts = []
+    if batches:
+        small = rows[rows["batch_size"] == batches[0]]
+        large = rows[rows["batch_size"] == batches[-1]]
+        parts.append(_leader(f"ONNX Runtime has the lowest p50 at batch {batches[0]}",
+                             "onnxruntime", small, P50, want=-1))
+        parts.append(_saturates(rows, batches))
+        parts.append(_leader(f"OpenVINO has the highest throughput on CPU at batch "
+                             f"{batches[-1]}", "openvino", large, THROUGHPUT, want=1))
+    return combine(parts)
+
+
+def _leader(text: str, leader: str, rows: pd.DataFrame, metric: str, want: int) -> Part:
+    """``leader`` separated ahead of every other runtime on ``metric``."""
+    systems = _by_system(rows)
+    if leader not in systems or len(systems) < 2:
+        return Part(text, NOT_SEPARABLE, f"needs {leader} and another runtime measured")
+    found = [compare(f"{SHORT[metric]}: {leader} vs {other}", metric, systems[leader], runs)
+             for other, runs in systems.items() if other != leader]
+    ahead = [c for c in found if c.direction == -want]
+    if ahead:
+        return Part(text, DOES_NOT_HOLD, f"{ahead[0].what}, behind: {_fold(ahead[0])}",
+                    tuple(found))
+    if all(c.direction == want for c in found):
+        return Part(text, HOLDS, "; ".join(f"{c.what} {_fold(c)}" for c in found), tuple(found))
+    open_ = next(c for c in found if c.direction != want)
+    return Part(text, NOT_SEPARABLE, f"{open_.what}: {open_.outcome()}", tuple(found))
+
+
+def _saturates(rows: pd.DataFrame, batches: list[int]) -> Part:
+    """Per runtime: throughput grows up to batch 32 (separated), and by less than 10 % from
+    batch 64 to the largest."""
+    text = "throughput saturates around batch 32-64"
+    if not {32, 64} <= set(batches) or batches[0] >= 32 or batches[-1] <= 64:
+        return Part(text, NOT_SEPARABLE, "needs batch sizes below 32, 32, 64 and above 64")
+    per, found = [], []
+    for system, runs in _by_system(rows).items():
+        at = {b: runs[runs["batch_size"] == b] for b in (batches[0], 32, 64, batches[-1])}
+        grows = compare(f"{system}, {SHORT[THROUGHPUT]}: batch 32 vs {batches[0]}",
+                        THROUGHPUT, at[32], at[batches[0]])
+        beyond = compare(f"{system}, {SHORT[THROUGHPUT]}: batch {batches[-1]} vs 64",
+                         THROUGHPUT, at[batches[-1]], at[64])
+        found += [grows, beyond]
+        if beyond.direction == 1 and beyond.ratio >= SATURATION_GAIN:
+            per.append((DOES_NOT_HOLD, f"{system} still grows past 64: {_fold(beyond)}"))
+        elif grows.direction == 1 and beyond.ratio < SATURATION_GAIN:
+            per.append((HOLDS, f"{system}: up to 32 {_fold(grows)}, past 64 "
+                               f"{beyond.ratio:.2f}x"))
+        else:
+            per.append((NOT_SEPARABLE, f"{system}: up to 32 {grows.outcome()}, past 64 "
+                                       f"{beyond.ratio:.2f}x"))
+    for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE, HOLDS):
+        hits = [why for got, why in per if got == outcome]
+        if hits:
+            return Part(text, outcome, "; ".join(hits), tuple(found))
+    return Part(text, NOT_SEPARABLE, "no runs to compare")
+
+
+def judge_energy(work: Workloads) -> Verdict:
+    """Claim 8: energy per prediction falls as throughput rises (Spearman's rank correlation
+    over every run and batch size, p below ALPHA)."""
+    rows = work.inference
+    text = "energy per prediction falls as throughput rises"
+    if ENERGY_1000 not in rows or THROUGHPUT not in rows:
+        return combine([Part(text, NOT_SEPARABLE, "no run logged energy")])
+    both = rows.assign(**{k: pd.to_numeric(rows[k], errors="coerce")
+                          for k in (ENERGY_1000, THROUGHPUT)})
+    both = both.dropna(subset=[ENERGY_1000, THROUGHPUT])
+    if len(both) < 2 * MIN_REPLICATES:
+        return combine([Part(text, NOT_SEPARABLE, f"{len(both)} (run, batch size) rows with "
+                             f"energy; {2 * MIN_REPLICATES} needed")])
+    rho, p = spearmanr(both[THROUGHPUT], both[ENERGY_1000])
+    rho, p = float(rho), float(p)
+    said = f"Spearman rho = {rho:.2f}, p = {p:.2g}, {len(both)} rows"
+    comparison = Comparison(f"{SHORT[ENERGY_1000]} against {SHORT[THROUGHPUT]}", ENERGY_1000,
+                            tuple(both[ENERGY_1000]), tuple(both[THROUGHPUT]),
+                            tuple(map(str, both["run_id"].unique())), p < ALPHA, p)
+    outcome = NOT_SEPARABLE if p >= ALPHA else HOLDS if rho < 0 else DOES_NOT_HOLD
+    return combine([Part(text, outcome, said, (comparison,))])
+
+
+#: claim number -> its judge
+JUDGES: dict[int, Callable[[Workloads], Verdict]] = {
+    1: judge_presets, 2: judge_hyperparameters, 3: judge_libraries, 4: judge_resources,
+    5: judge_runtime_settings, 6: judge_runtimes, 8: judge_energy,
+}
