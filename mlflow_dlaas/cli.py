@@ -231,10 +231,16 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Directory for claims.html, claims.md and plots/ "
                    "(default ./dlaas-reports/reproduce-<plan>).")
+@click.option("--specs", default=None, type=click.Path(file_okay=False),
+              help="Folder of the claims' study specs (default: the checkout's "
+                   "examples/reproduce/).")
+@click.option("--include-disturbed", is_flag=True,
+              help="Let runs tagged dlaas.validity=disturbed (and unverified ones) count "
+                   "toward verdicts; the report says so.")
 @click.option("--no-run", is_flag=True, help="Only write the files; log no report run.")
 @reports_errors
 def reproduce_command(plan: str, claims: str | None, experiment: str, output: str | None,
-                      no_run: bool) -> None:
+                      specs: str | None, include_disturbed: bool, no_run: bool) -> None:
     """Re-measure the two papers' findings on this machine and judge each claim.
 
     Runs each claim's study (examples/reproduce/, resumable: rerun to continue), then writes
@@ -244,7 +250,7 @@ def reproduce_command(plan: str, claims: str | None, experiment: str, output: st
     from mlflow_dlaas.reproduce.command import reproduce
 
     done = reproduce(plan=plan, claims=claims, experiment=experiment, output=output,
-                     log_run=not no_run)
+                     specs=specs, include_disturbed=include_disturbed, log_run=not no_run)
     for result in done.results:
         click.echo(f"claim {result.claim.number}: {result.verdict.verdict}: "
                    f"{result.verdict.reason}")

@@ -25,10 +25,14 @@ from mlflow_dlaas.tuning.run_links import run_url
 
 #: evidence links shown per claim in the summary table (all are in the claim's section)
 SUMMARY_LINKS = 6
+VALID_ONLY = ("Only finished runs tagged valid (no other load or steal time during their "
+              "measured phases) of this host count; disturbed and unverified runs, and runs "
+              "of other hosts, are left out and counted in each claim's notes.")
+ANY_VALIDITY = ("Finished runs of this host of any validity count (--include-disturbed): "
+                "disturbed runs, whose measured phases shared the CPU with other processes, "
+                "decide verdicts too; each claim's notes count them. Runs of other hosts are "
+                "left out.")
 RULES = (
-    "Only finished runs tagged valid (no other load or steal time during their measured "
-    "phases) of this host count; disturbed and unverified runs, and runs of other hosts, are "
-    "left out and counted in each claim's notes.",
     f"Each comparison is a two-sided Mann-Whitney U test between the runs of two settings: "
     f"separated when p < {ALPHA} with at least {MIN_REPLICATES} valid runs a side "
     f"(mlflow_dlaas/report/separation.py); 4 runs a side are the fewest that can reach it.",
@@ -56,18 +60,24 @@ class ClaimsReport:
     results: list[ClaimResult]
     plots: dict[int, Plot]
     generated_at: str
+    include_disturbed: bool = False
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return (ANY_VALIDITY if self.include_disturbed else VALID_ONLY, *RULES)
 
     @property
     def title(self) -> str:
         return f"The papers' findings, re-measured on host {self.host} ({self.plan} plan)"
 
 
-def build(plan: str, host: str, tracking_uri: str, results: list[ClaimResult]
-          ) -> ClaimsReport:
+def build(plan: str, host: str, tracking_uri: str, results: list[ClaimResult],
+          include_disturbed: bool = False) -> ClaimsReport:
     """The report, with one effect plot per claim that has tests."""
     return ClaimsReport(plan, host, tracking_uri, results,
                         {r.claim.number: effect_plot(r) for r in results},
-                        dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
+                        dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                        include_disturbed)
 
 
 def effect_plot(result: ClaimResult) -> Plot:
@@ -194,7 +204,7 @@ def render_html(report: ClaimsReport) -> str:
             f"<td class='verdict {_slug(r.verdict.verdict)}'>{escape(r.verdict.verdict)}</td>"
             f"<td>{escape(r.verdict.reason)}</td><td>{shown or '—'}</td></tr>")
     parts.append("</tbody></table></div><h2>How a verdict is decided</h2><ul>")
-    parts += [f"<li>{escape(rule)}</li>" for rule in RULES]
+    parts += [f"<li>{escape(rule)}</li>" for rule in report.rules]
     parts.append("</ul>")
     for r in report.results:
         parts += _claim_html(r, report.plots[r.claim.number])
@@ -212,8 +222,8 @@ def _claim_html(r: ClaimResult, plot: Plot) -> list[str]:
     if c.decided:
         parts.append(f"<p>Decided by: {escape(c.decided)}</p>")
     if r.study:
-        parts.append(f"<p>Study <code>{escape(r.study)}</code>: {r.valid_runs} valid runs of "
-                     "this host.</p>")
+        parts.append(f"<p>Study <code>{escape(r.study)}</code>: {r.valid_runs} runs of this "
+                     "host counted.</p>")
     parts.append(f"<p>Verdict: {escape(r.verdict.reason)}</p>")
     parts += [f"<p class='missing'>{escape(n)}</p>" for n in r.notes]
     rows = _test_rows(r)
@@ -251,7 +261,7 @@ def render_markdown(report: ClaimsReport) -> str:
             shown += f" and {len(links) - SUMMARY_LINKS} more"
         lines.append(f"| {r.claim.number} | {_cell(r.claim.text)} | **{r.verdict.verdict}** | "
                      f"{_cell(r.verdict.reason)} | {shown or '—'} |")
-    lines += ["", "## How a verdict is decided", ""] + [f"- {rule}" for rule in RULES]
+    lines += ["", "## How a verdict is decided", ""] + [f"- {rule}" for rule in report.rules]
     for r in report.results:
         c = r.claim
         lines += ["", f"## Claim {c.number}: {r.verdict.verdict}", "", c.text, "",
@@ -259,7 +269,7 @@ def render_markdown(report: ClaimsReport) -> str:
         if c.decided:
             lines += [f"Decided by: {c.decided}", ""]
         if r.study:
-            lines += [f"Study `{r.study}`: {r.valid_runs} valid runs of this host.", ""]
+            lines += [f"Study `{r.study}`: {r.valid_runs} runs of this host counted.", ""]
         lines += [f"Verdict: {r.verdict.reason}", ""] + [f"> {n}" for n in r.notes]
         rows = _test_rows(r)
         if rows:

@@ -13,6 +13,7 @@ from mlflow_dlaas.report.publish import default_output
 from mlflow_dlaas.reproduce import claims_report
 from mlflow_dlaas.reproduce.claims import PLANS, parse_claims
 from mlflow_dlaas.reproduce.runner import (
+    SPEC_DIR,
     ClaimResult,
     announce,
     judge,
@@ -35,23 +36,33 @@ class Reproduced:
 
 
 def reproduce(*, plan: str, claims: str | None, experiment: str, output: str | None,
+              specs: str | None = None, include_disturbed: bool = False,
               log_run: bool = True) -> Reproduced:
     """Run the selected claims' studies (resuming them), judge every claim on this host's
-    valid runs, write the claims report and log it as a report run in ``experiment``."""
+    valid runs, write the claims report and log it as a report run in ``experiment``.
+
+    Disturbed and unverified runs count only with ``include_disturbed``. ``specs`` is the
+    folder of the claims' study specs (default: the checkout's
+    ``examples/reproduce/``)."""
     if plan not in PLANS:
         raise ConfigError(f"unknown plan {plan!r}; choose one of: {', '.join(PLANS)}")
     chosen = parse_claims(claims)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     uri = configure_tracking().uri
     client = MlflowClient()
-    steps, known = plan_steps(chosen, plan, experiment)
+    folder = Path(specs) if specs else SPEC_DIR
+    if not folder.is_dir():
+        raise ConfigError(f"--specs {folder}: no such folder; give the examples/reproduce/ "
+                          "folder of a checkout of mlflow-dlaas")
+    steps, known = plan_steps(chosen, plan, experiment, folder)
     announce(plan, steps, stderr)
     for number, verdict in sorted(known.items()):
         stderr(f"claim {number}: {verdict.verdict}: {verdict.reason}")
     failed = run_steps(steps, stderr)
     host = this_host()
-    results = judge(client, chosen, steps, known, failed, host)
-    report = claims_report.build(plan, host, redact_uri(uri), results)
+    results = judge(client, chosen, steps, known, failed, host,
+                    include_disturbed=include_disturbed)
+    report = claims_report.build(plan, host, redact_uri(uri), results, include_disturbed)
     directory = Path(output) if output else default_output(f"reproduce-{plan}")
     try:
         files = claims_report.write(report, directory)

@@ -46,7 +46,7 @@ class ClaimResult:
     study: str = ""  # the study that holds its runs
     experiment_id: str = ""
     notes: tuple[str, ...] = ()  # runs left out, and why
-    valid_runs: int = 0  # the runs the tests could use
+    valid_runs: int = 0  # the runs the tests counted
 
 
 @dataclass(frozen=True)
@@ -58,19 +58,19 @@ class Step:
     minutes: float
 
 
-def spec_path(claim: Claim, plan: str) -> Path:
-    """The claim's study spec for ``plan`` (quick or full)."""
-    path = SPEC_DIR / f"{claim.study}-{plan}.yaml"
+def spec_path(claim: Claim, plan: str, specs: Path = SPEC_DIR) -> Path:
+    """The claim's study spec for ``plan`` (quick or full) in the folder ``specs``."""
+    path = specs / f"{claim.study}-{plan}.yaml"
     if not path.is_file():
-        raise ConfigError(f"claim {claim.number}'s study spec {path} is missing; reproduce "
-                          "runs from a checkout of mlflow-dlaas (examples/reproduce/)")
+        raise ConfigError(f"claim {claim.number}'s study spec {path} is missing; give --specs "
+                          "the examples/reproduce/ folder of a checkout of mlflow-dlaas")
     return path
 
 
-def claim_spec(claim: Claim, plan: str, experiment: str) -> StudySpec:
+def claim_spec(claim: Claim, plan: str, experiment: str, specs: Path = SPEC_DIR) -> StudySpec:
     """The spec, in ``experiment``; a study of another experiment gets its own name, so that
     each experiment resumes its own studies."""
-    spec = load_spec(spec_path(claim, plan))
+    spec = load_spec(spec_path(claim, plan, specs))
     if experiment == spec.experiment:
         return spec
     return dataclasses.replace(spec, name=f"{experiment}-{spec.name}"[:250],
@@ -114,7 +114,7 @@ def energy_counter_missing() -> str | None:
     return None
 
 
-def plan_steps(claims: list[Claim], plan: str, experiment: str
+def plan_steps(claims: list[Claim], plan: str, experiment: str, specs: Path = SPEC_DIR
                ) -> tuple[list[Step], dict[int, Verdict]]:
     """The studies to run (one per spec, shared by the claims judged on it), and the verdicts
     known before measuring (not implemented, not measurable here)."""
@@ -124,7 +124,7 @@ def plan_steps(claims: list[Claim], plan: str, experiment: str
         if not claim.implemented:
             known[claim.number] = Verdict(NOT_IMPLEMENTED, claim.why_not)
             continue
-        spec = claim_spec(claim, plan, experiment)
+        spec = claim_spec(claim, plan, experiment, specs)
         reason = unmeasurable(claim, spec)
         if reason:
             known[claim.number] = Verdict(NOT_MEASURABLE, reason)
@@ -168,8 +168,10 @@ def run_steps(steps: list[Step], say: Callable[[str], None]) -> dict[str, str]:
 
 
 def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
-          known: dict[int, Verdict], failed: dict[str, str], host: str) -> list[ClaimResult]:
-    """Every claim's verdict: on its study's finished, valid runs of ``host``."""
+          known: dict[int, Verdict], failed: dict[str, str], host: str, *,
+          include_disturbed: bool = False) -> list[ClaimResult]:
+    """Every claim's verdict: on its study's finished, valid runs of ``host`` (runs of any
+    validity with ``include_disturbed``)."""
     by_claim = {c.number: s for s in steps for c in s.claims}
     results = []
     for claim in claims:
@@ -186,13 +188,17 @@ def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
             continue
         finished = table.finished
         here = finished[finished["host"] == host] if len(finished) else finished
-        counted = here[counts_toward_winner(here, include_disturbed=False)] if len(here) \
-            else here
-        notes = screen(here, include_disturbed=False).notes()
+        counted = here[counts_toward_winner(here, include_disturbed=include_disturbed)] \
+            if len(here) else here
+        notes = screen(here, include_disturbed=include_disturbed).notes()
         if len(finished) > len(here):
             notes.append(f"{len(finished) - len(here)} runs of other hosts left out: a claim "
                          f"is judged on this host ({host}) only")
-        verdict = JUDGES[claim.number](Workloads.of(counted))
+        if counted.empty:
+            verdict = Verdict(NOT_SEPARABLE, "no run of this host counts: "
+                              + (" ".join(notes) or "the study has no finished run"))
+        else:
+            verdict = JUDGES[claim.number](Workloads.of(counted))
         experiment = str(table.runs["experiment_id"].iloc[0]) if len(table.runs) else ""
         results.append(ClaimResult(claim, verdict, spec.name, experiment, tuple(notes),
                                    len(counted)))
@@ -211,13 +217,17 @@ def announce(plan: str, steps: list[Step], say: Callable[[str], None]) -> None:
     total = sum(s.minutes for s in steps)
     runs = sum((s.spec.n_trials or 0) * s.spec.replicates for s in steps)
     if plan == "quick":
-        say(f"reproduce --quick: {len(steps)} studies, {runs} runs; fits in {QUICK_LIMIT_MIN} "
+        say(f"reproduce --quick: {_studies(steps)}, {runs} runs; fits in {QUICK_LIMIT_MIN} "
             f"minutes on 2 cores with the embedded data (about {total:.0f} min measured here; "
             "a rerun resumes where it stopped)")
     else:
-        say(f"reproduce --full: {len(steps)} studies, {runs} runs; estimated {total:.0f} min "
+        say(f"reproduce --full: {_studies(steps)}, {runs} runs; estimated {total:.0f} min "
             f"({total / 60:.1f} h) on 2 cores before it starts; a rerun resumes where it "
             "stopped")
+
+
+def _studies(steps: list[Step]) -> str:
+    return f"{len(steps)} stud{'y' if len(steps) == 1 else 'ies'}"
 
 
 def stderr(line: str) -> None:

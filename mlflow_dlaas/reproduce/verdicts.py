@@ -194,11 +194,10 @@ def _part_all(text: str, groups: dict[str, list[Comparison]], want: int | None =
     judged = {name: _part_any(text, found, want) for name, found in groups.items()}
     comparisons = tuple(c for part in judged.values() for c in part.comparisons)
     for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE):
-        failing = [f"{name}: {p.why}" for name, p in judged.items() if p.outcome == outcome]
+        failing = [p.why for p in judged.values() if p.outcome == outcome]
         if failing:
             return Part(text, outcome, "; ".join(failing), comparisons)
-    return Part(text, HOLDS, "; ".join(f"{n}: {p.why}" for n, p in judged.items()),
-                comparisons)
+    return Part(text, HOLDS, "; ".join(p.why for p in judged.values()), comparisons)
 
 
 def _fold(c: Comparison) -> str:
