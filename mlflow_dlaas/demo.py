@@ -128,6 +128,8 @@ def run_demo() -> DemoResult:
     print(f"demo: report: {result.report}", file=sys.stderr)
     print(f"demo: runs are in experiment {DEMO_EXPERIMENT!r}; to see them: "
           f"{target.ui_command()}", file=sys.stderr)
+    print("demo: do the papers' findings hold on this machine? mlflow-dlaas reproduce "
+          "(about 20 minutes on 2 cores; docs/reproduce.md)", file=sys.stderr)
     if result.failures:
         raise WorkloadError("the demo finished with failed steps (in the report as failed "
                             "runs): " + "; ".join(result.failures))
