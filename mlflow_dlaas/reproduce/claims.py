@@ -46,7 +46,7 @@ CLAIMS: tuple[Claim, ...] = (
           "claim1-presets",
           "For each preset, every pair of frameworks is rank-tested on final test accuracy and "
           "on train time; it holds when a pair is separated on accuracy and a pair on time.",
-          minutes={"quick": 3.0, "full": 150.0}),
+          minutes={"quick": 3.0, "full": 90.0}),
     Claim(2, TRAINING_PAPER, "abstract, first contribution: hyper-parameters' impact on "
           "performance and accuracy",
           "Hyper-parameters (batch size, learning rate) change training time and accuracy, by "
@@ -56,7 +56,7 @@ CLAIMS: tuple[Claim, ...] = (
           "hyper-parameter on train time and on accuracy (holds when every framework is "
           "separated on each); then the frameworks' train-time ratios (paired by seed) "
           "against each other.",
-          minutes={"quick": 3.0, "full": 120.0}),
+          minutes={"quick": 3.0, "full": 90.0}),
     Claim(3, TRAINING_PAPER, "abstract, second contribution: configuring parallel computing "
           "libraries",
           "Configuring the parallel computing libraries (threads, OpenMP runtime, allocator, "
@@ -65,7 +65,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Per framework, each library setting's runs against the same framework's runs at "
           "the default on train time; it holds when a setting is separated faster, and the "
           "frameworks' best settings differ (or one's best is separated slower in another).",
-          minutes={"quick": 3.0, "full": 90.0}),
+          minutes={"quick": 3.0, "full": 40.0}),
     Claim(4, TRAINING_PAPER, "abstract, third contribution: resource consumption patterns",
           "Resource use (CPU, memory) differs per framework and correlates with "
           "hyper-parameters (batch size and memory above all).",
@@ -82,7 +82,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Per varied setting (the others at their first value) and runtime: largest against "
           "smallest value on single-stream p50, offline throughput and peak memory; it holds "
           "when every setting separates at least one of them in every runtime.",
-          minutes={"quick": 2.0, "full": 40.0}),
+          minutes={"quick": 2.0, "full": 12.0}),
     Claim(6, INFERENCE_PAPER, "findings: runtimes compared on CPU (and GPU)",
           "ONNX Runtime is fastest at small batches; throughput saturates around batch "
           "32-64; OpenVINO is best on CPU (TensorRT on GPU, where one exists).",
@@ -92,7 +92,7 @@ CLAIMS: tuple[Claim, ...] = (
           "less than 10 % more at the largest batch than at 64; OpenVINO's throughput at the "
           "largest batch separated above every other runtime's. The GPU part needs an "
           "NVIDIA GPU and TensorRT.",
-          minutes={"quick": 3.0, "full": 45.0}),
+          minutes={"quick": 3.0, "full": 30.0}),
     Claim(7, INFERENCE_PAPER, "findings: co-located model copies",
           "Co-located copies of a model on one device trade throughput against memory.",
           "", "", why_not="the co-located-copies plan (the ensemble scenario at several "

@@ -200,3 +200,16 @@ def test_unknown_claims_are_refused(text: str) -> None:
 def test_every_claim_is_registered_once() -> None:
     assert [c.number for c in CLAIMS] == list(range(1, 9))
     assert [c.number for c in parse_claims("6,1,6")] == [1, 6]
+
+
+def test_plans_say_their_time_before_they_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow_dlaas.reproduce import runner
+
+    monkeypatch.setattr(runner, "energy_counter_missing", lambda: "no energy counter: test")
+    said: list[str] = []
+    for plan in ("quick", "full"):
+        steps, _ = plan_steps(parse_claims(None), plan, "dlaas-reproduce")
+        runner.announce(plan, steps, said.append)
+    assert said[0].startswith("reproduce --quick: 5 studies, 68 runs; fits in 20 minutes on 2 "
+                              "cores")
+    assert said[1].startswith("reproduce --full: 5 studies, 210 runs; estimated 262 min (4.4 h)")
