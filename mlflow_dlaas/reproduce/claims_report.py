@@ -19,8 +19,9 @@ from mlflow_dlaas.report.plots import Plot, draw, missing
 from mlflow_dlaas.report.publish import ARTIFACT_DIR
 from mlflow_dlaas.report.render_html import STYLE
 from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES
+from mlflow_dlaas.report.tables import MIB
 from mlflow_dlaas.reproduce.runner import ClaimResult
-from mlflow_dlaas.reproduce.verdicts import SATURATION_GAIN, Comparison
+from mlflow_dlaas.reproduce.verdicts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.tuning.run_links import run_url
 
 #: evidence links shown per claim in the summary table (all are in the claim's section)
@@ -34,7 +35,7 @@ ANY_VALIDITY = ("Finished runs of this host of any validity count (--include-dis
                 "left out.")
 RULES = (
     f"Each comparison is a two-sided Mann-Whitney U test between the runs of two settings: "
-    f"separated when p < {ALPHA} with at least {MIN_REPLICATES} valid runs a side "
+    f"separated when p < {ALPHA} with at least {MIN_REPLICATES} counted runs a side "
     f"(mlflow_dlaas/report/separation.py); 4 runs a side are the fewest that can reach it.",
     "A part of a claim holds when its tests separate the settings in the claimed direction; "
     "it does not hold when a test separates them the other way (or another runtime or "
@@ -144,12 +145,17 @@ def _links(result: ClaimResult) -> list[tuple[str, str]]:
             for run_id in result.verdict.run_ids]
 
 
-def _spread(values: tuple[float, ...]) -> str:
+def _spread(values: tuple[float, ...], metric: str) -> str:
+    """``median [q1–q3]``, bytes in MiB."""
     if not values:
         return "—"
-    ordered = sorted(values)
+    scale, unit = (1 / MIB, " MiB") if metric == MEMORY else (1.0, "")
+    return _quartiles(sorted(v * scale for v in values)) + unit
+
+
+def _quartiles(ordered: list[float]) -> str:
     middle = _quantile(ordered, 0.5)
-    if len(values) == 1:
+    if len(ordered) == 1:
         return f"{middle:.4g}"
     return f"{middle:.4g} [{_quantile(ordered, 0.25):.4g}–{_quantile(ordered, 0.75):.4g}]"
 
@@ -229,11 +235,11 @@ def _claim_html(r: ClaimResult, plot: Plot) -> list[str]:
     rows = _test_rows(r)
     if rows:
         parts.append("<div class='scroll'><table class='tests'><thead><tr><th>part</th>"
-                     "<th>outcome</th><th>test</th><th>first setting</th><th>second setting"
+                     "<th>part's outcome</th><th>test</th><th>first setting</th><th>second setting"
                      "</th><th>ratio</th><th>rank test</th></tr></thead><tbody>")
         parts += [f"<tr><td>{escape(text)}</td><td class='{_slug(outcome)}'>{escape(outcome)}"
-                  f"</td><td>{escape(t.what)}</td><td>{escape(_spread(t.a))}</td>"
-                  f"<td>{escape(_spread(t.b))}</td><td>{t.ratio:.3g}</td>"
+                  f"</td><td>{escape(t.what)}</td><td>{escape(_spread(t.a, t.metric))}</td>"
+                  f"<td>{escape(_spread(t.b, t.metric))}</td><td>{t.ratio:.3g}</td>"
                   f"<td>{escape(t.outcome())}</td></tr>" for text, outcome, t in rows]
         parts.append("</tbody></table></div>")
     if plot.png is not None:
@@ -273,10 +279,11 @@ def render_markdown(report: ClaimsReport) -> str:
         lines += [f"Verdict: {r.verdict.reason}", ""] + [f"> {n}" for n in r.notes]
         rows = _test_rows(r)
         if rows:
-            lines += ["", "| part | outcome | test | first | second | ratio | rank test |",
+            lines += ["", "| part | part's outcome | test | first | second | ratio | rank test |",
                       "|---|---|---|---|---|---|---|"]
-            lines += [f"| {_cell(text)} | {outcome} | {_cell(t.what)} | {_spread(t.a)} | "
-                      f"{_spread(t.b)} | {t.ratio:.3g} | {t.outcome()} |"
+            lines += [f"| {_cell(text)} | {outcome} | {_cell(t.what)} | "
+                      f"{_spread(t.a, t.metric)} | {_spread(t.b, t.metric)} | {t.ratio:.3g} | "
+                      f"{t.outcome()} |"
                       for text, outcome, t in rows]
         plot = report.plots[c.number]
         if plot.png is not None:

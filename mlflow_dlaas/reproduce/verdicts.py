@@ -375,7 +375,9 @@ def judge_runtime_settings(work: Workloads) -> Verdict:
         groups = {}
         for system, found in _by_system(rows).items():
             held = _others_at_first(found, setting)
-            groups[system] = [c for metric in (P50, THROUGHPUT, MEMORY)
+            # peak memory is the run's: the same on each batch size's row of one run
+            metrics = (P50, THROUGHPUT) if setting == "batch_size" else (P50, THROUGHPUT, MEMORY)
+            groups[system] = [c for metric in metrics
                               if (c := _extremes(held, setting, metric, system)) is not None]
         name = setting.removeprefix("params.")
         parts.append(_part_all(f"{name} changes latency, throughput or memory", groups))
