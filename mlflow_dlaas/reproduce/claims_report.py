@@ -47,7 +47,7 @@ RULES = (
     f"{(SATURATION_GAIN - 1) * 100:.0f} % (median ratio) from batch 64 to the largest batch.",
     f"Energy against throughput: Spearman's rank correlation, p < {ALPHA}.",
     "Not measurable here: the machine lacks what the claim needs (a framework, a library, "
-    "an energy counter, a GPU); not implemented yet: no plan measures it so far.",
+    "an energy counter, a GPU), said with the reason; nothing runs for it.",
 )
 
 
@@ -181,7 +181,7 @@ def _slug(verdict: str) -> str:
 
 VERDICT_STYLE = """
 .holds { background: #e3f4e3; } .does-not-hold { background: #fbe3e3; }
-.not-separable { background: #fbf3e6; } .not-measurable-here, .not-implemented-yet
+.not-separable { background: #fbf3e6; } .not-measurable-here
 { background: #eee; color: #555; } td { text-align: left; vertical-align: top; }
 """
 

@@ -19,7 +19,6 @@ from mlflow_dlaas.report.screening import counts_toward_winner, screen
 from mlflow_dlaas.reproduce.claims import Claim
 from mlflow_dlaas.reproduce.verdicts import (
     JUDGES,
-    NOT_IMPLEMENTED,
     NOT_MEASURABLE,
     NOT_SEPARABLE,
     Verdict,
@@ -117,13 +116,10 @@ def energy_counter_missing() -> str | None:
 def plan_steps(claims: list[Claim], plan: str, experiment: str, specs: Path = SPEC_DIR
                ) -> tuple[list[Step], dict[int, Verdict]]:
     """The studies to run (one per spec, shared by the claims judged on it), and the verdicts
-    known before measuring (not implemented, not measurable here)."""
+    known before measuring (not measurable here)."""
     steps: dict[str, Step] = {}
     known: dict[int, Verdict] = {}
     for claim in claims:
-        if not claim.implemented:
-            known[claim.number] = Verdict(NOT_IMPLEMENTED, claim.why_not)
-            continue
         spec = claim_spec(claim, plan, experiment, specs)
         reason = unmeasurable(claim, spec)
         if reason:

@@ -31,7 +31,6 @@ HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
 NOT_SEPARABLE = "not separable"
 NOT_MEASURABLE = "not measurable here"
-NOT_IMPLEMENTED = "not implemented yet"
 
 TRAIN_TIME = "metrics.train_time_seconds"
 ACCURACY = "metrics.final_test_accuracy"
@@ -40,6 +39,8 @@ CPU_PERCENT = "metrics.train/mean_proc_cpu_percent"
 P50 = "metrics.single_stream/latency_p50_ms"
 THROUGHPUT = "metrics.offline/throughput_samples_per_second"
 ENERGY_1000 = f"metrics.{ENERGY_PER_1000}"
+COPIES_THROUGHPUT = "metrics.ensemble/throughput_samples_per_second"
+COPIES_MEMORY = "metrics.ensemble/peak_proc_rss_bytes"
 HYPER_PARAMETERS = ("params.batch_size", "params.learning_rate")
 LIBRARY_SETTINGS = ("params.openmp_runtime", "params.allocator", "params.onednn")
 RUNTIME_SETTINGS = ("batch_size", "params.intra_op_threads", "params.graph_optimization_level",
@@ -49,7 +50,8 @@ DEFAULTS = ("", "default")
 SATURATION_GAIN = 1.10
 SHORT = {TRAIN_TIME: "train time", ACCURACY: "accuracy", MEMORY: "peak memory",
          CPU_PERCENT: "CPU % while training", P50: "single-stream p50",
-         THROUGHPUT: "offline throughput", ENERGY_1000: "energy per 1,000 predictions"}
+         THROUGHPUT: "offline throughput", ENERGY_1000: "energy per 1,000 predictions",
+         COPIES_THROUGHPUT: "throughput of all copies", COPIES_MEMORY: "peak memory of all copies"}
 
 
 @dataclass(frozen=True)
@@ -456,6 +458,24 @@ def _saturates(rows: pd.DataFrame, batches: list[int]) -> Part:
     return Part(text, NOT_SEPARABLE, "no runs to compare")
 
 
+def judge_copies(work: Workloads) -> Verdict:
+    """Claim 7: more co-located copies serve more in all and take more memory (per runtime
+    and copy mode, the most copies against the fewest)."""
+    runs = work.all[work.all["entry"] == "infer"] if len(work.all) else work.all
+    throughput, memory = {}, {}
+    for system, rows in _by_system(runs).items():
+        modes = rows.groupby(rows["params.ensemble_mode"].astype(str)) \
+            if "params.ensemble_mode" in rows else [("", rows)]
+        for mode, group in modes:
+            name = f"{system} {mode}".strip()
+            for metric, found in ((COPIES_THROUGHPUT, throughput), (COPIES_MEMORY, memory)):
+                c = _extremes(group, "params.ensemble_size", metric, name)
+                if c is not None:
+                    found[name] = [c]
+    return combine([_part_all("more copies serve more samples per second", throughput, want=1),
+                    _part_all("more copies take more memory", memory, want=1)])
+
+
 def judge_energy(work: Workloads) -> Verdict:
     """Claim 8: energy per prediction falls as throughput rises (Spearman's rank correlation
     over every run and batch size, p below ALPHA)."""
@@ -482,5 +502,5 @@ def judge_energy(work: Workloads) -> Verdict:
 #: claim number -> its judge
 JUDGES: dict[int, Callable[[Workloads], Verdict]] = {
     1: judge_presets, 2: judge_hyperparameters, 3: judge_libraries, 4: judge_resources,
-    5: judge_runtime_settings, 6: judge_runtimes, 8: judge_energy,
+    5: judge_runtime_settings, 6: judge_runtimes, 7: judge_copies, 8: judge_energy,
 }

@@ -18,9 +18,8 @@ from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
 from tests.report.test_report_in_browser import CHROMIUM, FLAGS
 
 EXPERIMENT = "reproduce-test"
-#: claim 2's study on the cheapest real runs; claim 4 is judged on the same runs, claim 7 has
-#: no plan yet
-CLAIMS = "2,4,7"
+#: claim 2's study on the cheapest real runs; claim 4 is judged on the same runs
+CLAIMS = "2,4"
 TINY = {"name": "reproduce-claim2-quick", "experiment": "dlaas-reproduce",
         "frameworks": ["pytorch"], "entry_point": "train",
         "fixed": {"model": "mlp", "dataset": "digits", "epochs": 1, "warmup_steps": 0,
@@ -51,7 +50,7 @@ def _run(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="module")
 def reproduced(tmp_path_factory: pytest.TempPathFactory) -> Reproduced:
-    """One `mlflow-dlaas reproduce --claims 2,4,7` on 8 tiny PyTorch runs (about a minute)."""
+    """One `mlflow-dlaas reproduce --claims 2,4` on 8 tiny PyTorch runs (about a minute)."""
     root = tmp_path_factory.mktemp("reproduce")
     specs = root / "specs"
     specs.mkdir()
@@ -79,9 +78,8 @@ def test_one_claim_end_to_end(reproduced: Reproduced) -> None:
     assert "reproduce --quick: 1 study, 8 runs; fits in 20 minutes on 2 cores" in err
     assert "[step 1/1] claims 2, 4: study reproduce-test-reproduce-claim2-quick" in err
     assert "min left" in err
-    assert "claim 7: not implemented yet" in err
     lines = {line.split(":")[0]: line for line in out.splitlines() if line.startswith("claim")}
-    assert set(lines) == {"claim 2", "claim 4", "claim 7"}
+    assert set(lines) == {"claim 2", "claim 4"}
     # one framework only: claim 2's "differs per framework" part cannot be separated
     assert lines["claim 2"].startswith(("claim 2: not separable", "claim 2: does not hold"))
     assert "needs one hyper-parameter varied in two frameworks" in lines["claim 2"]
@@ -90,7 +88,7 @@ def test_one_claim_end_to_end(reproduced: Reproduced) -> None:
     assert len(trials) == 8 and all(r.info.status == "FINISHED" for r in trials)
     (report,) = [r for r in runs if r.data.tags.get("dlaas.role") == "report"]
     assert report.info.status == "FINISHED"
-    assert report.data.tags["dlaas.claim.7"].startswith("not implemented yet")
+    assert report.data.tags["dlaas.claim.4"].split(":")[0] in lines["claim 4"]
     assert report.data.tags["dlaas.claim.2"].split(":")[0] in lines["claim 2"]
     client = mlflow.MlflowClient()
     logged = {a.path for a in client.list_artifacts(report.info.run_id, "report")}
@@ -130,16 +128,15 @@ def test_report_in_chromium_shows_one_row_per_claim(reproduced: Reproduced,
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto((reproduced.output / "claims.html").as_uri())
             rows = page.locator("table.claims tbody tr")
-            assert rows.count() == 3
+            assert rows.count() == 2
             seen = {}
-            for i in range(3):
+            for i in range(2):
                 row = rows.nth(i)
                 assert row.is_visible()
                 verdict = row.locator("td.verdict")
                 seen[row.get_attribute("data-claim")] = verdict.inner_text()
                 colour = verdict.evaluate("td => getComputedStyle(td).backgroundColor")
                 assert colour not in ("rgba(0, 0, 0, 0)", "transparent")  # coloured by verdict
-            assert seen["7"] == "not implemented yet"
             assert seen["2"] in ("not separable", "does not hold")
             assert seen["4"] in ("holds", "not separable", "does not hold")
             plot = page.locator("#claim-2 ~ figure img").first

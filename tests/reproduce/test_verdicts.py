@@ -14,9 +14,9 @@ from mlflow_dlaas.reproduce.runner import plan_steps
 from mlflow_dlaas.reproduce.verdicts import (
     DOES_NOT_HOLD,
     HOLDS,
-    NOT_IMPLEMENTED,
     NOT_MEASURABLE,
     NOT_SEPARABLE,
+    judge_copies,
     judge_energy,
     judge_hyperparameters,
     judge_libraries,
@@ -161,6 +161,27 @@ def test_runtimes_hold_when_onnx_runtime_is_fastest() -> None:
     assert judge_runtimes(work(runtimes(ort_p50=0.2))).verdict == HOLDS
 
 
+def copies_run(size: int, throughput: float, memory: float) -> dict[str, object]:
+    return {"run_id": f"r{next(_ids)}", "status": "FINISHED", "entry": "infer",
+            "system": "onnxruntime", "host": "h", "params.ensemble_size": str(size),
+            "params.ensemble_mode": "processes",
+            "metrics.ensemble/throughput_samples_per_second": throughput,
+            "metrics.ensemble/peak_proc_rss_bytes": memory}
+
+
+@pytest.mark.parametrize(("two_copies", "expected"), [(1.8, HOLDS), (0.6, DOES_NOT_HOLD),
+                                                      (1.0, NOT_SEPARABLE)])
+def test_copies_trade_throughput_against_memory(two_copies: float, expected: str) -> None:
+    rows = []
+    for i in range(4):
+        rows.append(copies_run(1, 1000 * jitter(i), 1e8 * jitter(i)))
+        rows.append(copies_run(2, 1000 * two_copies * jitter(3 - i if two_copies == 1.0 else i),
+                               2e8 * jitter(i)))
+    verdict = judge_copies(work(rows))
+    assert verdict.verdict == expected, verdict.reason
+    assert verdict.parts[1].outcome == HOLDS  # two processes take more memory
+
+
 def test_energy_holds_when_it_falls_with_throughput() -> None:
     verdict = judge_energy(work(runtimes(ort_p50=0.2, energy=True)))
     assert verdict.verdict == HOLDS and "Spearman rho" in verdict.reason
@@ -170,19 +191,22 @@ def test_energy_not_separable_without_a_counter() -> None:
     assert judge_energy(work(runtimes(ort_p50=0.2))).verdict == NOT_SEPARABLE
 
 
-def test_claims_not_measurable_or_not_implemented_are_known_before_measuring(
+def test_claims_not_measurable_are_known_before_measuring(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow_dlaas.reproduce import runner
 
     monkeypatch.setattr(runner, "energy_counter_missing", lambda: "no energy counter: test")
     monkeypatch.setattr(runner.importlib.util, "find_spec",
                         lambda name: None if name == "openvino" else object())
-    steps, known = plan_steps(parse_claims("2,4,6,7,8"), "quick", "dlaas-reproduce")
+    steps, known = plan_steps(parse_claims("2,4,6,8"), "quick", "dlaas-reproduce")
     assert [s.spec.name for s in steps] == ["reproduce-claim2-quick"]
     assert [c.number for c in steps[0].claims] == [2, 4]
     assert known[6].verdict == NOT_MEASURABLE and "openvino" in known[6].reason
-    assert known[7].verdict == NOT_IMPLEMENTED
-    assert known[8].verdict == NOT_MEASURABLE
+    assert known[8].verdict == NOT_MEASURABLE and "openvino" in known[8].reason
+    monkeypatch.setattr(runner.importlib.util, "find_spec", lambda name: object())
+    steps, known = plan_steps(parse_claims("6,8"), "quick", "dlaas-reproduce")
+    assert [c.number for c in steps[0].claims] == [6]
+    assert known[8].verdict == NOT_MEASURABLE and known[8].reason == "no energy counter: test"
 
 
 def test_another_experiment_gets_studies_of_its_own() -> None:
@@ -210,6 +234,6 @@ def test_plans_say_their_time_before_they_start(monkeypatch: pytest.MonkeyPatch)
     for plan in ("quick", "full"):
         steps, _ = plan_steps(parse_claims(None), plan, "dlaas-reproduce")
         runner.announce(plan, steps, said.append)
-    assert said[0].startswith("reproduce --quick: 5 studies, 68 runs; fits in 20 minutes on 2 "
+    assert said[0].startswith("reproduce --quick: 6 studies, 76 runs; fits in 20 minutes on 2 "
                               "cores")
-    assert said[1].startswith("reproduce --full: 5 studies, 210 runs; estimated 262 min (4.4 h)")
+    assert said[1].startswith("reproduce --full: 6 studies, 250 runs; estimated 287 min (4.8 h)")
