@@ -11,6 +11,7 @@ from typing import Any
 
 from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.instances import check_layout
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.validity import ValidityThresholds
@@ -44,6 +45,9 @@ class InferConfig:
     multi_stream_samples: int = 8  # samples per multi-stream query
     ensemble_size: int = 2
     ensemble_mode: str = "threads"
+    #: > 1: every scenario served by this many pinned copies (inference.instances)
+    instances: int = 1
+    cores_per_instance: int = 0  # 0: the usable cores split evenly between the instances
     precision: str = "fp32"
     device: str = "cpu"
     graph_optimization_level: str = "all"
@@ -77,6 +81,8 @@ class InferConfig:
                               "warmup_queries >= 0")
         if self.ensemble_size < 1:
             raise ConfigError("ensemble_size must be >= 1")
+        check_layout(self.instances, self.cores_per_instance, self.scenarios,
+                     self.parallelism)
         if self.server_max_batch < 1 or self.server_max_wait_ms < 0:
             raise ConfigError("server_max_batch must be >= 1 and server_max_wait_ms >= 0")
         if self.multi_stream_samples < 1:

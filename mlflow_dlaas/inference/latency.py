@@ -10,7 +10,7 @@ is no estimate at all.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import ClassVar
 
@@ -89,6 +89,8 @@ class LatencyResult:
     cdf_ms: tuple[float, ...] = ()
     #: LoadGen's early-stopping p99 estimate; None below 662 queries (see the module doc)
     p99_early_stopping_ms: float | None = None
+    #: the raw per-query latencies (ns) behind it, for pooling results of several processes
+    latencies_ns: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     PERCENTILES: ClassVar[tuple[int, ...]] = (50, 90, 95, 99)
 
@@ -102,7 +104,20 @@ class LatencyResult:
         return cls(float(p50), float(p90), float(p95), float(p99), float(ms.mean()),
                    float(ms.std(ddof=1)) if ms.size > 1 else 0.0, int(ms.size), duration_s,
                    samples_per_query, tuple(float(v) for v in np.percentile(ms, CDF_POINTS)),
-                   early_stopping_estimate(ms, 0.99))
+                   early_stopping_estimate(ms, 0.99),
+                   np.asarray(latencies_ns, dtype=np.int64))
+
+    @classmethod
+    def pooled(cls, results: list[LatencyResult]) -> LatencyResult:
+        """All queries of results measured at the same time (one per process): percentiles
+        of the pooled latencies; the window is the longest, so throughput is all samples
+        over it (at most the sum of the results' own throughputs)."""
+        missing = [r for r in results if r.latencies_ns is None]
+        if missing or not results:
+            raise ValueError("pooling needs every result's raw latencies")
+        return cls.from_samples(np.concatenate([r.latencies_ns for r in results]),
+                                duration_s=max(r.duration_s for r in results),
+                                samples_per_query=results[0].samples_per_query)
 
     @property
     def samples(self) -> int:

@@ -94,6 +94,26 @@ def intel_only_given(settings: ParallelismSettings) -> list[str]:
     return [name for name in INTEL_ONLY if getattr(settings, name)]
 
 
+def openmp_given(settings: ParallelismSettings) -> list[str]:
+    """The OpenMP settings ``settings`` gives: the runtime and its thread policies."""
+    return [name for name in ("openmp_runtime", *POLICY_VARIABLES)
+            if getattr(settings, name) not in ("", "default")]
+
+
+def refuse_unusable(settings: ParallelismSettings, runtime: str, *, openmp: str,
+                    onednn: str) -> None:
+    """ConfigError for the OpenMP settings and ``onednn`` of a runtime that has no use for
+    them; ``openmp`` and ``onednn`` say why (the runtime's facts)."""
+    given = openmp_given(settings)
+    if given:
+        raise ConfigError(f"{', '.join(given)}: {openmp}, so there is nothing to switch; "
+                          f"leave them unset for {runtime}, use intra_op_threads / "
+                          "inter_op_threads")
+    if settings.onednn != "default":
+        raise ConfigError(f"onednn={settings.onednn}: {onednn}, so there is nothing to "
+                          f"switch; leave onednn unset for {runtime}")
+
+
 def policies_given(settings: ParallelismSettings) -> list[str]:
     """The OpenMP thread policies ``settings`` gives."""
     return [name for name in POLICY_VARIABLES if getattr(settings, name)]

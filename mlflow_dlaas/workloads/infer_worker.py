@@ -12,6 +12,7 @@ met its own rules (queries, duration, enough queries for its p99).
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import multiprocessing
 import os
@@ -19,6 +20,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference import equivalence, scenarios
+from mlflow_dlaas.inference import equivalence, instances, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
 from mlflow_dlaas.inference.runtimes import InferenceOptions, InferenceRuntime, get_runtime
@@ -40,6 +42,7 @@ from mlflow_dlaas.inference.source import (
     run_source,
 )
 from mlflow_dlaas.inference.user_model import in_batches, inputs_for
+from mlflow_dlaas.libraries.readback import report_libraries
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
@@ -48,6 +51,7 @@ from mlflow_dlaas.worker.main import serve
 log = logging.getLogger(__name__)
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
 CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
+INSTANCES_ARTIFACT_DIR, INSTANCES_FILE = "instances", "instances.json"
 #: what a scenario runner measured: (scenario, batch size, result) per measurement
 Measured = list[tuple[str, int, LatencyResult]]
 
@@ -81,22 +85,65 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
         predict = runtime.prepare(source, options_of(config))
         load_s = time.perf_counter() - t0
     _describe(channel, runtime, source, load_s)
+    report_libraries(channel, config.parallelism, runtime.name, runtime.native_library,
+                     runtime.libraries_in_force())
     _check_batching(source, config)
     if source.user is not None and source.user.fixed_batch:
-        predict = _in_fixed_batches(predict, source.user.fixed_batch)
+        predict = in_fixed_batches(predict, source.user.fixed_batch)
     with channel.phase("check"):
         _check(channel, predict, runtime, source, config)
-    data = _inputs(runtime, source, config.seed + 1, OFFLINE_POOL * max(
-        *config.batch_sizes, config.server_max_batch, config.multi_stream_samples))
-    measured: Measured = []
-    for scenario in config.scenarios:
-        with channel.phase(scenario):
-            measured += SCENARIO_RUNNERS[scenario](channel, predict, data, config, rule)
+    if config.instances > 1:
+        del predict  # each instance serves its own copy
+        measured = _serve_instances(channel, config)
+    else:
+        data = inputs_of(runtime, source, config)
+        measured = []
+        for scenario in config.scenarios:
+            with channel.phase(scenario):
+                measured += SCENARIO_RUNNERS[scenario](channel, predict, data, config, rule)
     _report_totals_and_cdf(channel, measured)
     shortfalls = [s for name, batch, result in measured
                   for s in scenarios.rule_shortfalls(f"{name} batch {batch}", result, rule)]
     channel.tags({"dlaas.scenario_rules": "not met: " + "; ".join(shortfalls)
                   if shortfalls else "met"})
+
+
+def inputs_of(runtime: InferenceRuntime, source: ModelSource, config: InferConfig) -> Any:
+    """The scenarios' inputs: enough distinct samples for every batch size and query."""
+    return _inputs(runtime, source, config.seed + 1, OFFLINE_POOL * max(
+        *config.batch_sizes, config.server_max_batch, config.multi_stream_samples))
+
+
+def _serve_instances(channel: WorkerChannel, config: InferConfig) -> Measured:
+    """``instances`` pinned copies (:mod:`~mlflow_dlaas.inference.instances`): each
+    scenario's figures pooled over them, under the same keys as one process's; each
+    instance's cores, threads and libraries as read back in it, and its own figures, in
+    the artifact ``instances/instances.json``."""
+    layout = instances.InstanceLayout(config)
+    try:
+        with channel.phase("instances_load"):
+            reports = layout.start()
+        channel.params({"in_force_instance_cores": " | ".join(
+            ",".join(map(str, r.affinity_in_force)) for r in reports)})
+        measured: Measured = []
+        own: list[dict[str, Any]] = []
+        for scenario in config.scenarios:
+            with channel.phase(scenario):
+                for size, pooled, parts in layout.measure(scenario):
+                    _report_batch(channel, scenario, size, pooled)
+                    measured.append((scenario, size, pooled))
+                    own += [{"scenario": scenario, "batch_size": size, "instance": i,
+                             "throughput_samples_per_second": r.throughput_samples_per_s,
+                             "latency_p50_ms": r.p50_ms, "latency_p99_ms": r.p99_ms,
+                             "query_count": r.count, "measured_seconds": r.duration_s}
+                            for i, r in enumerate(parts)]
+    finally:
+        layout.stop()
+    out = worker_dir()
+    (out / INSTANCES_FILE).write_text(json.dumps(
+        {"instances": [asdict(r) for r in reports], "measurements": own}, indent=2))
+    channel.artifacts(out, INSTANCES_ARTIFACT_DIR)
+    return measured
 
 
 def _inputs(runtime: InferenceRuntime, source: ModelSource, seed: int, n: int) -> Any:
@@ -106,7 +153,7 @@ def _inputs(runtime: InferenceRuntime, source: ModelSource, seed: int, n: int) -
     return runtime.layout(fresh_inputs(source.input_shape, seed, n))
 
 
-def _in_fixed_batches(predict: scenarios.Predictor, fixed: int) -> scenarios.Predictor:
+def in_fixed_batches(predict: scenarios.Predictor, fixed: int) -> scenarios.Predictor:
     """A predictor that takes any multiple of ``fixed`` samples (multi-stream queries)."""
 
     def predict_any(x: Any) -> np.ndarray:

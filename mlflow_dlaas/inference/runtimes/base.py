@@ -32,9 +32,18 @@ class InferenceRuntime(abc.ABC):
     extra: ClassVar[str]
     #: 'onnx' when the runtime executes the ONNX export, else the framework it loads natively.
     consumes: ClassVar[str]
+    #: The runtime's native library (a file-name prefix such as ``libtorch_cpu``): the
+    #: library read-back resolves OpenMP entry points as it binds them.
+    native_library: ClassVar[str] = ""
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
-        """Variables read at import (set before :meth:`load`)."""
+        """Variables read at import (set before :meth:`load`); ConfigError for a library
+        setting the runtime cannot honour."""
+        return {}
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        """The runtime's own report of its parallel libraries, after :meth:`prepare`:
+        ``onednn`` ('on' / 'off') as it will be used, and its build reports."""
         return {}
 
     @abc.abstractmethod

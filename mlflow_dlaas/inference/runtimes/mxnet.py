@@ -10,6 +10,7 @@ from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks.mxnet import (
     INSTALL_HINT,
+    libraries_in_force,
     onednn_environment,
     thread_environment,
     threads_in_force,
@@ -25,6 +26,7 @@ class MXNetRuntime(InferenceRuntime):
     module = "mxnet"
     extra = "mxnet"
     consumes = "mxnet"
+    native_library = "libmxnet"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         return {**thread_environment(settings), **onednn_environment(settings)}
@@ -39,6 +41,9 @@ class MXNetRuntime(InferenceRuntime):
 
     def threads_in_force(self) -> dict[str, Any]:
         return threads_in_force()
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        return libraries_in_force(self.mx)
 
     def reference(self) -> np.ndarray | None:
         return self._reference

@@ -13,6 +13,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.libraries.settings import refuse_unusable
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
@@ -39,7 +40,16 @@ class OnnxRuntimeRuntime(InferenceRuntime):
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         """ONNX Runtime's telemetry (on by default on Linux since 1.32) off, unless the user set
-        it: no uploader thread in the measured process, no ``.ses`` file left in the temp dir."""
+        it: no uploader thread in the measured process, no ``.ses`` file left in the temp dir.
+
+        OpenMP settings and ``onednn`` are refused: the released wheels run the CPU provider
+        on ONNX Runtime's own thread pool (no OpenMP is linked), and oneDNN is a separate
+        execution provider (``DnnlExecutionProvider``) of source builds, not in the wheels."""
+        refuse_unusable(settings, self.name, openmp="ONNX Runtime uses no OpenMP (its CPU "
+                        "provider runs on its own thread pool)", onednn="ONNX Runtime's CPU "
+                        "execution provider does not use oneDNN (oneDNN is the separate "
+                        "DnnlExecutionProvider of a source build, not in the onnxruntime "
+                        "wheels)")
         return {TELEMETRY_ENV: os.environ.get(TELEMETRY_ENV, "1")}
 
     def load(self) -> None:
@@ -51,6 +61,13 @@ class OnnxRuntimeRuntime(InferenceRuntime):
 
     def threads_in_force(self) -> dict[str, Any]:
         return dict(self._in_force)
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        """oneDNN is off: the session runs on the providers it reports (never Dnnl here)."""
+        providers = self._in_force["providers"].split(",")
+        return {"onednn": "on" if "DnnlExecutionProvider" in providers else "off",
+                "providers": providers,
+                "available_providers": list(self.ort.get_available_providers())}
 
     def providers(self, device: str) -> list[str]:
         available = self.ort.get_available_providers()

@@ -12,6 +12,8 @@ from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRunt
 from mlflow_dlaas.inference.runtimes.onnxruntime import require_onnx
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.libraries.settings import refuse_unusable
+from mlflow_dlaas.parallelism import ParallelismSettings
 
 
 class OpenVINORuntime(InferenceRuntime):
@@ -19,6 +21,14 @@ class OpenVINORuntime(InferenceRuntime):
     module = "openvino"
     extra = "openvino"
     consumes = "onnx"
+
+    def environment(self, settings: ParallelismSettings) -> dict[str, str]:
+        """OpenMP settings and ``onednn`` are refused: OpenVINO's CPU plugin is built on
+        oneDNN and always uses it, and it runs its threads on TBB (libtbb), not OpenMP."""
+        refuse_unusable(settings, self.name, openmp="OpenVINO uses no OpenMP (its CPU plugin "
+                        "runs its threads on TBB)", onednn="OpenVINO's CPU plugin is built "
+                        "on oneDNN and always uses it (it has no switch)")
+        return {}
 
     def load(self) -> None:
         self.ov = import_optional("openvino", extra=self.extra, purpose="The openvino runtime")
@@ -28,6 +38,10 @@ class OpenVINORuntime(InferenceRuntime):
 
     def threads_in_force(self) -> dict[str, Any]:
         return dict(self._in_force)
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        """oneDNN is on by build (the CPU plugin's kernels); the devices OpenVINO sees."""
+        return {"onednn": "on", "devices": list(self.ov.Core().available_devices)}
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         if options.device != "cpu":

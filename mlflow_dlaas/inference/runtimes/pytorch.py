@@ -9,7 +9,7 @@ import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.pytorch import set_threads, threads_in_force
+from mlflow_dlaas.frameworks.pytorch import libraries_in_force, set_threads, threads_in_force
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
@@ -20,6 +20,7 @@ class PyTorchRuntime(InferenceRuntime):
     module = "torch"
     extra = "torch"
     consumes = "pytorch"
+    native_library = "libtorch_cpu"
 
     def load(self) -> None:
         self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch runtime")
@@ -29,6 +30,9 @@ class PyTorchRuntime(InferenceRuntime):
 
     def threads_in_force(self) -> dict[str, Any]:
         return threads_in_force(self.torch)
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        return libraries_in_force(self.torch)
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch

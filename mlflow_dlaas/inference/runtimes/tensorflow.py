@@ -9,6 +9,7 @@ import numpy as np
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks.tensorflow import (
+    libraries_in_force,
     library_environment,
     quiet_environment,
     set_threads,
@@ -40,6 +41,9 @@ class TensorFlowRuntime(InferenceRuntime):
 
     def threads_in_force(self) -> dict[str, Any]:
         return threads_in_force(self.tf)
+
+    def libraries_in_force(self) -> dict[str, Any]:
+        return libraries_in_force(self.tf)
 
     def reference(self) -> np.ndarray | None:
         return self._reference
