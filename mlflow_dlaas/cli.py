@@ -258,6 +258,11 @@ def reproduce_command(plan: str, claims: str | None, experiment: str, output: st
     click.echo(f"summary: {done.markdown.resolve()}")
     if done.run_id:
         click.echo(f"report run: {done.run_id}")
+    if done.failed:
+        from mlflow_dlaas.errors import WorkloadError
+
+        raise WorkloadError("studies failed (the report shows what they measured; rerun to "
+                            "resume): " + "; ".join(f"{k}: {v}" for k, v in done.failed.items()))
 
 
 @cli.command("demo")

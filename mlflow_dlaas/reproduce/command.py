@@ -33,6 +33,7 @@ class Reproduced:
     html: Path
     markdown: Path
     run_id: str | None
+    failed: dict[str, str]  # study name -> why it failed
 
 
 def reproduce(*, plan: str, claims: str | None, experiment: str, output: str | None,
@@ -73,4 +74,4 @@ def reproduce(*, plan: str, claims: str | None, experiment: str, output: str | N
     if log_run:
         run_id = claims_report.log_run(client, report, files, directory,
                                        ensure_experiment(experiment))
-    return Reproduced(results, files[0], files[1], run_id)
+    return Reproduced(results, files[0], files[1], run_id, failed)

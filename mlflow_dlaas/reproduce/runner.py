@@ -191,8 +191,8 @@ def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
             notes.append(f"{len(finished) - len(here)} runs of other hosts left out: a claim "
                          f"is judged on this host ({host}) only")
         if counted.empty:
-            verdict = Verdict(NOT_SEPARABLE, "no run of this host counts: "
-                              + (" ".join(notes) or "the study has no finished run"))
+            why = " ".join(notes) or failed.get(spec.name, "the study has no finished run")
+            verdict = Verdict(NOT_SEPARABLE, f"no run of this host counts: {why}")
         else:
             verdict = JUDGES[claim.number](Workloads.of(counted))
         experiment = str(table.runs["experiment_id"].iloc[0]) if len(table.runs) else ""
