@@ -40,7 +40,8 @@ CLAIMS: tuple[Claim, ...] = (
           "framework gives different accuracy and time.",
           "claim1-presets",
           "For each preset, every pair of frameworks is rank-tested on final test accuracy and "
-          "on train time; it holds when a pair is separated on accuracy and a pair on time.",
+          "on train time; it holds when, for every preset, a pair is separated on accuracy and a "
+          "pair on time.",
           minutes={"quick": 3.0, "full": 90.0}),
     Claim(2, TRAINING_PAPER, "abstract, first contribution: hyper-parameters' impact on "
           "performance and accuracy",
