@@ -13,6 +13,7 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError, DlaasError, SourceUnavailable
+from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.report.collect import collect_runs
 from mlflow_dlaas.report.report import Workloads
 from mlflow_dlaas.report.screening import counts_toward_winner, screen
@@ -89,8 +90,6 @@ def unmeasurable(claim: Claim, spec: StudySpec) -> str | None:
                                               if d.name == setting for c in d.choices]
         for value in {str(v) for v in values if v not in (None, "", "default")}:
             try:
-                from mlflow_dlaas.libraries.settings import library_file
-
                 library_file(setting, value)
             except ConfigError as e:
                 return str(e)
@@ -136,7 +135,8 @@ def run_steps(steps: list[Step], say: Callable[[str], None]) -> dict[str, str]:
     """Run (or resume) each study; one line before and after each, with the time left.
 
     Returns the studies that failed, with the reason. The time left is the plan's estimate,
-    scaled by how the finished steps compared with theirs.
+    scaled by how the steps that measured compared with theirs (a study resumed complete
+    takes seconds and says nothing about the machine's speed).
     """
     from mlflow_dlaas.tuning.study import run_study
 
@@ -156,8 +156,9 @@ def run_steps(steps: list[Step], say: Callable[[str], None]) -> dict[str, str]:
             failed[step.spec.name] = str(e)
             say(f"[step {i}/{len(steps)}] study {step.spec.name} failed: {e}")
         took = (time.monotonic() - started) / 60
-        planned_done += step.minutes
-        spent += took
+        if took >= step.minutes / 4:
+            planned_done += step.minutes
+            spent += took
         rest = sum(s.minutes for s in steps[i:]) * (spent / planned_done if planned_done else 1)
         say(f"[step {i}/{len(steps)}] done in {took:.1f} min; about {rest:.0f} min left")
     return failed
