@@ -92,9 +92,10 @@ def test_an_inference_setting_not_in_force_fails_the_run_saying_why(tracking: st
     ("onnxruntime", {"openmp_runtime": "intel"}, "ONNX Runtime uses no OpenMP"),
     ("openvino", {"onednn": "off"}, "built on oneDNN and always uses it"),
     ("openvino", {"omp_proc_bind": "close"}, "OpenVINO uses no OpenMP"),
+    ("openvino", {"allocator": "jemalloc"}, "aborts in a process with a preloaded malloc"),
 ])
 def test_runtimes_refuse_library_settings_they_have_no_use_for(
         runtime: str, settings: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         get_runtime(runtime).environment(ParallelismSettings(**settings))
-    get_runtime(runtime).environment(ParallelismSettings(allocator="default"))  # no error
+    get_runtime(runtime).environment(ParallelismSettings())  # the defaults: no error

@@ -24,10 +24,16 @@ class OpenVINORuntime(InferenceRuntime):
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         """OpenMP settings and ``onednn`` are refused: OpenVINO's CPU plugin is built on
-        oneDNN and always uses it, and it runs its threads on TBB (libtbb), not OpenMP."""
+        oneDNN and always uses it, and it runs its threads on TBB (libtbb), not OpenMP. So is
+        ``allocator``: OpenVINO aborts with a preloaded malloc (seen with 2026.4)."""
         refuse_unusable(settings, self.name, openmp="OpenVINO uses no OpenMP (its CPU plugin "
                         "runs its threads on TBB)", onednn="OpenVINO's CPU plugin is built "
                         "on oneDNN and always uses it (it has no switch)")
+        if settings.allocator != "default":
+            raise ConfigError(f"allocator={settings.allocator}: OpenVINO's Core aborts in a "
+                              "process with a preloaded malloc (jemalloc and tcmalloc alike: "
+                              "'munmap_chunk(): invalid pointer', glibc's free handed memory "
+                              "it did not allocate); leave allocator unset for openvino")
         return {}
 
     def load(self) -> None:
