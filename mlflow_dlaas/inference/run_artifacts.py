@@ -82,12 +82,18 @@ def prepare_user_model(config: InferConfig, runtime: str, consumes: str,
                "--runtime", runtime, "--consumes", consumes, "--out", str(directory),
                "--seed", str(config.seed), "--input_shape", shape, "--input_dtype", dtype,
                "--input_data", data,
-               "--copies", str(config.ensemble_size if "ensemble" in config.scenarios else 1)]
+               "--copies", str(_copies(config))]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == ConfigError.exit_code:
         raise ConfigError(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
         raise WorkloadError(f"opening {config.model_uri} failed: {done.stderr.strip()[-2000:]}")
+
+
+def _copies(config: InferConfig) -> int:
+    """Copies of the model held at once: an ensemble's, or the worker's and each instance's."""
+    ensemble = config.ensemble_size if "ensemble" in config.scenarios else 1
+    return max(ensemble, config.instances + 1 if config.instances > 1 else 1)
 
 
 def _download_mlflow_model(model_uri: str, directory: Path) -> tuple[Path, tuple[str, str, str]]:
