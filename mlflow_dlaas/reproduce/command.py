@@ -48,14 +48,14 @@ def reproduce(*, plan: str, claims: str | None, experiment: str, output: str | N
     if plan not in PLANS:
         raise ConfigError(f"unknown plan {plan!r}; choose one of: {', '.join(PLANS)}")
     chosen = parse_claims(claims)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    uri = configure_tracking().uri
-    client = MlflowClient()
     folder = Path(specs) if specs else SPEC_DIR
     if not folder.is_dir():
         raise ConfigError(f"--specs {folder}: no such folder; give the examples/reproduce/ "
                           "folder of a checkout of mlflow-dlaas")
-    steps, known = plan_steps(chosen, plan, experiment, folder)
+    steps, known = plan_steps(chosen, plan, experiment, folder)  # every spec checked first
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    uri = configure_tracking().uri
+    client = MlflowClient()
     announce(plan, steps, stderr)
     for number, verdict in sorted(known.items()):
         stderr(f"claim {number}: {verdict.verdict}: {verdict.reason}")
