@@ -154,10 +154,16 @@ def _spread(values: tuple[float, ...], metric: str) -> str:
 
 
 def _quartiles(ordered: list[float]) -> str:
-    middle = _quantile(ordered, 0.5)
+    middle = _number(_quantile(ordered, 0.5))
     if len(ordered) == 1:
-        return f"{middle:.4g}"
-    return f"{middle:.4g} [{_quantile(ordered, 0.25):.4g}–{_quantile(ordered, 0.75):.4g}]"
+        return middle
+    return (f"{middle} [{_number(_quantile(ordered, 0.25))}–"
+            f"{_number(_quantile(ordered, 0.75))}]")
+
+
+def _number(value: float) -> str:
+    """Four significant digits; whole thousands with separators (12,030, not 1.203e+04)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -182,7 +188,7 @@ def _slug(verdict: str) -> str:
 VERDICT_STYLE = """
 .holds { background: #e3f4e3; } .does-not-hold { background: #fbe3e3; }
 .not-separable { background: #fbf3e6; } .not-measurable-here
-{ background: #eee; color: #555; } td { text-align: left; vertical-align: top; }
+{ background: #eee; color: #555; } td, th { text-align: left; vertical-align: top; }
 """
 
 
