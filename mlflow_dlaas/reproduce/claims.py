@@ -28,7 +28,8 @@ class Claim:
     study: str  # the spec's stem under examples/reproduce/
     decided: str  # how the verdict is decided, for the report
     needs_energy: bool = False  # an energy counter (RAPL or an NVIDIA GPU) must be readable
-    #: minutes per plan on 2 cores, for the study (0 when another claim's study holds the runs)
+    #: minutes per plan on 2 cores, for the study (0 when another claim's study holds the
+    #: runs); quick: measured on a shared 2-core machine, full: estimated from per-run times
     minutes: dict[str, float] = field(default_factory=dict)
 
 
@@ -61,7 +62,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Per framework, each library setting's runs against the same framework's runs at "
           "the default on train time; it holds when a setting is separated faster, and the "
           "frameworks' best settings differ (or one's best is separated slower in another).",
-          minutes={"quick": 3.0, "full": 40.0}),
+          minutes={"quick": 4.0, "full": 40.0}),
     Claim(4, TRAINING_PAPER, "abstract, third contribution: resource consumption patterns",
           "Resource use (CPU, memory) differs per framework and correlates with "
           "hyper-parameters (batch size and memory above all).",
@@ -78,7 +79,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Per varied setting (the others at their first value) and runtime: largest against "
           "smallest value on single-stream p50, offline throughput and peak memory; it holds "
           "when every setting separates at least one of them in every runtime.",
-          minutes={"quick": 2.0, "full": 12.0}),
+          minutes={"quick": 1.5, "full": 12.0}),
     Claim(6, INFERENCE_PAPER, "findings: runtimes compared on CPU (and GPU)",
           "ONNX Runtime is fastest at small batches; throughput saturates around batch "
           "32-64; OpenVINO is best on CPU (TensorRT on GPU, where one exists).",
@@ -88,14 +89,14 @@ CLAIMS: tuple[Claim, ...] = (
           "less than 10 % more at the largest batch than at 64; OpenVINO's throughput at the "
           "largest batch separated above every other runtime's. The GPU part needs an "
           "NVIDIA GPU and TensorRT.",
-          minutes={"quick": 3.0, "full": 30.0}),
+          minutes={"quick": 3.5, "full": 30.0}),
     Claim(7, INFERENCE_PAPER, "findings: co-located model copies",
           "Co-located copies of a model on one device trade throughput against memory.",
           "claim7-copies",
           "Per runtime and copy mode (processes, threads), the most copies against one copy "
           "(the ensemble scenario: every copy serving at once): it holds when the copies' "
           "total throughput and their peak memory are both separated above one copy's.",
-          minutes={"quick": 2.0, "full": 25.0}),
+          minutes={"quick": 1.5, "full": 25.0}),
     Claim(8, INFERENCE_PAPER, "findings: energy",
           "Energy per prediction falls as throughput rises (where an energy counter is "
           "readable).",
