@@ -218,10 +218,10 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
 
 
 @cli.command("reproduce")
-@click.option("--quick", "plan", flag_value="quick", default=True,
+@click.option("--quick", is_flag=True,
               help="The short plan: fits in 20 minutes on 2 cores with the embedded data "
                    "(default).")
-@click.option("--full", "plan", flag_value="full",
+@click.option("--full", is_flag=True,
               help="The closer replication (more epochs, settings and replicates); its time "
                    "is estimated before it starts.")
 @click.option("--claims", default=None, metavar="1,3,6",
@@ -239,8 +239,9 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
                    "toward verdicts; the report says so.")
 @click.option("--no-run", is_flag=True, help="Only write the files; log no report run.")
 @reports_errors
-def reproduce_command(plan: str, claims: str | None, experiment: str, output: str | None,
-                      specs: str | None, include_disturbed: bool, no_run: bool) -> None:
+def reproduce_command(quick: bool, full: bool, claims: str | None, experiment: str,
+                      output: str | None, specs: str | None, include_disturbed: bool,
+                      no_run: bool) -> None:
     """Re-measure the two papers' findings on this machine and judge each claim.
 
     Runs each claim's study (examples/reproduce/, resumable: rerun to continue), then writes
@@ -249,8 +250,11 @@ def reproduce_command(plan: str, claims: str | None, experiment: str, output: st
     """
     from mlflow_dlaas.reproduce.command import reproduce
 
-    done = reproduce(plan=plan, claims=claims, experiment=experiment, output=output,
-                     specs=specs, include_disturbed=include_disturbed, log_run=not no_run)
+    if quick and full:
+        raise click.UsageError("give --quick or --full, not both")
+    done = reproduce(plan="full" if full else "quick", claims=claims, experiment=experiment,
+                     output=output, specs=specs, include_disturbed=include_disturbed,
+                     log_run=not no_run)
     for result in done.results:
         click.echo(f"claim {result.claim.number}: {result.verdict.verdict}: "
                    f"{result.verdict.reason}")

@@ -115,6 +115,8 @@ def test_bad_input_is_one_line_and_exit_2(reproduced: Reproduced) -> None:
         done = reproduced.run(*args)
         assert done.returncode == 2
         assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    both = reproduced.run("--quick", "--full")
+    assert both.returncode == 2 and "give --quick or --full, not both" in both.stderr
 
 
 def test_report_in_chromium_shows_one_row_per_claim(reproduced: Reproduced,
