@@ -17,6 +17,8 @@ import yaml
 from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
 from tests.report.test_report_in_browser import CHROMIUM, FLAGS
 
+pytestmark = pytest.mark.slow
+
 EXPERIMENT = "reproduce-test"
 #: claim 2's study on the cheapest real runs; claim 4 is judged on the same runs
 CLAIMS = "2,4"
