@@ -27,7 +27,6 @@ from mlflow_dlaas.reproduce.verdicts import (
 from mlflow_dlaas.tuning.spec import StudySpec, load_spec
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "reproduce"
-DEFAULT_EXPERIMENT = "dlaas-reproduce"
 #: what --quick promises on 2 cores
 QUICK_LIMIT_MIN = 20
 #: the Python modules each framework or runtime needs in this environment
