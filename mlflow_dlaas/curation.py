@@ -18,7 +18,8 @@ _ENERGY = re.compile(r"(cpu_package|gpu)\d+_energy_joules")
 #: Latency statistics kept out of the metrics (p50, p99, throughput and query counts stay).
 DETAIL_STATISTICS = frozenset({"latency_mean_ms", "latency_p90_ms", "latency_p95_ms",
                                "latency_stdev_ms", "measured_seconds"})
-#: The validity figure logged per measured phase; the others are in summary.json.
+#: The validity figure logged, as its worst over the judged phases; the others (and each
+#: phase's own) are in summary.json, and the tag dlaas.validity_reason names the phase.
 VALIDITY_FIGURE = "other_processes_cpu_cores"
 
 
@@ -27,9 +28,13 @@ VALIDITY_FIGURE = "other_processes_cpu_cores"
 PER_BATCH_ONLY = frozenset({"query_count", "latency_p99_early_stopping_ms", "latency_p50_ms"})
 #: One ensemble member's latencies (the ensemble's throughput and size are metrics).
 _MEMBER = re.compile(r"model\d+_latency_\w+_ms")
-#: Phases around the measured work, and the whole run: their mean CPU % says little that
-#: their CPU seconds do not.
-SETUP_PHASES = frozenset({"load", "warmup", "check", "save", "run"})
+#: Phases around the measured work: how long they took and how much memory they held.
+SETUP_PHASES = frozenset({"load", "warmup", "check", "save"})
+SETUP_STATISTICS = ("duration_seconds", "peak_proc_rss_bytes")
+#: The whole run: what the report falls back on for runs without ``measured_*`` figures,
+#: and its energy (every energy key of the run phase is kept).
+RUN_PHASE = "run"
+RUN_STATISTICS = ("peak_proc_rss_bytes", "proc_cpu_seconds")
 
 
 def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:
@@ -37,9 +42,13 @@ def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:
     kept = {}
     for key, value in summary.items():
         phase, _, statistic = key.partition("/")
-        if phase in SETUP_PHASES and statistic == "mean_proc_cpu_percent":
-            continue
-        if statistic in PHASE_STATISTICS or _ENERGY.fullmatch(statistic):
+        if phase in SETUP_PHASES:
+            wanted = statistic in SETUP_STATISTICS
+        elif phase == RUN_PHASE:
+            wanted = statistic in RUN_STATISTICS or _ENERGY.fullmatch(statistic) is not None
+        else:
+            wanted = statistic in PHASE_STATISTICS or _ENERGY.fullmatch(statistic) is not None
+        if wanted:
             kept[key] = value
     return kept
 
@@ -61,8 +70,9 @@ def split_details(values: Mapping[str, float], stepped: bool = False
 
 
 def curated_validity(figures: Mapping[str, float]) -> dict[str, float]:
-    """``validity/{phase}/other_processes_cpu_cores`` of each judged phase."""
-    return {f"validity/{k}": v for k, v in figures.items() if k.endswith(f"/{VALIDITY_FIGURE}")}
+    """``validity/max_other_processes_cpu_cores``: the worst judged phase's figure."""
+    found = [v for k, v in figures.items() if k.endswith(f"/{VALIDITY_FIGURE}")]
+    return {f"validity/max_{VALIDITY_FIGURE}": max(found)} if found else {}
 
 
 def phase_total(summary: Mapping[str, float], phases: Iterable[str], statistic: str

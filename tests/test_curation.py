@@ -20,7 +20,8 @@ SUMMARY = {
     "train/proc_cpu_seconds": 18.0, "train/mean_sys_cpu0_percent": 90.0,
     "train/cpu_package0_energy_joules": 300.0, "train/gpu0_energy_joules": 50.0,
     "eval/proc_cpu_seconds": 2.0, "run/mean_proc_cpu_percent": 150.0,
-    "load/mean_proc_cpu_percent": 99.0,
+    "load/mean_proc_cpu_percent": 99.0, "load/proc_cpu_seconds": 1.0,
+    "load/duration_seconds": 2.0, "run/duration_seconds": 30.0,
     "run/proc_cpu_seconds": 25.0,
 }
 
@@ -30,7 +31,8 @@ def test_phases_keep_duration_peak_cpu_and_energy_only() -> None:
     assert set(kept) == {"train/duration_seconds", "train/peak_proc_rss_bytes",
                          "train/mean_proc_cpu_percent", "train/proc_cpu_seconds",
                          "train/cpu_package0_energy_joules", "train/gpu0_energy_joules",
-                         "eval/proc_cpu_seconds", "run/proc_cpu_seconds"}
+                         "eval/proc_cpu_seconds", "run/proc_cpu_seconds",
+                         "load/duration_seconds"}
 
 
 def test_latency_details_and_per_batch_counts_leave_the_metric_list() -> None:
@@ -55,9 +57,11 @@ def test_measured_totals_sum_the_headline_phases() -> None:
     assert phase_energy(SUMMARY, ("eval",)) is None
 
 
-def test_only_other_processes_cores_is_a_validity_metric() -> None:
-    figures = {"train/other_processes_cpu_cores": 0.1, "train/cpu_steal_fraction": 0.0}
-    assert curated_validity(figures) == {"validity/train/other_processes_cpu_cores": 0.1}
+def test_the_worst_phase_other_processes_cores_is_the_validity_metric() -> None:
+    figures = {"train/other_processes_cpu_cores": 0.1, "train/cpu_steal_fraction": 0.0,
+               "eval/other_processes_cpu_cores": 0.3}
+    assert curated_validity(figures) == {"validity/max_other_processes_cpu_cores": 0.3}
+    assert curated_validity({}) == {}
 
 
 @pytest.mark.parametrize(("key", "expected"), [

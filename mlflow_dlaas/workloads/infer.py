@@ -8,12 +8,14 @@ in :mod:`~mlflow_dlaas.workloads.infer_worker`, started with the parallel settin
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import mlflow
+from mlflow.exceptions import MlflowException
 
 from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.errors import ConfigError, WorkloadError
@@ -47,8 +49,8 @@ def run_inference(config: InferConfig) -> str:
     configure_tracking(announce=False)
     with failing_run_guard() as run, scratch_dir("source") as source_dir:
         run_id = run.info.run_id
-        name_active_run(inference_run_name(config.runtime, config.model, config.batch_sizes,
-                                           config.parallelism))
+        name_active_run(inference_run_name(config.runtime, _served_model(config),
+                                           config.batch_sizes, config.parallelism))
         params = config.as_params()
         log_new_params(run_id, params)
         mlflow.set_tags({"dlaas.entry": "infer", "dlaas.runtime": runtime.name})
@@ -66,6 +68,19 @@ def run_inference(config: InferConfig) -> str:
         describe_active_run(f"Inference: {config.model} on {config.runtime}",
                             _key_settings(config))
     return run_id
+
+
+def _served_model(config: InferConfig) -> str:
+    """The model's name for the run's name: a training run's own ``model`` param where
+    ``model_uri`` is that run (``mlp`` rather than ``run-1a2b3c4d``)."""
+    found = re.fullmatch(r"runs:/([0-9a-f]{32})/?", config.model_uri.strip())
+    if found is None or not config.model.startswith("run-"):
+        return config.model
+    try:
+        trained = mlflow.MlflowClient().get_run(found.group(1)).data.params.get("model")
+    except MlflowException:  # fetching the model says what is wrong with the URI
+        return config.model
+    return trained or config.model
 
 
 def _key_settings(config: InferConfig) -> dict[str, object]:

@@ -42,7 +42,7 @@ class Counting(Sampler):
 
 def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     with mlflow.start_run() as run, ResourceMonitor(interval_s=0.05) as monitor:
-        with monitor.phase("warmup"):
+        with monitor.phase("idle"):
             time.sleep(0.2)
         with monitor.phase("train"):
             matmul_burn(0.6, size=256)
@@ -50,7 +50,7 @@ def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     metrics = client.get_run(run.info.run_id).data.metrics
     assert metrics["train/duration_seconds"] == pytest.approx(0.6, abs=0.15)
     assert metrics["train/proc_cpu_seconds"] > 0.3
-    assert metrics["warmup/proc_cpu_seconds"] < 0.1
+    assert metrics["idle/proc_cpu_seconds"] < 0.1
     assert metrics["run/peak_proc_rss_bytes"] > 10 * 2**20
     history = client.get_metric_history(run.info.run_id, "system/process_tree_rss_megabytes")
     assert len(history) >= 10  # 0.05 s sampling over ~0.8 s, plus phase boundaries
@@ -61,7 +61,7 @@ def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     timeline = client.download_artifacts(run.info.run_id, "monitor/timeline.csv")
     with open(timeline) as rows:
         phases = {row["phase"] for row in csv.DictReader(rows)}
-    assert {"warmup", "train"} <= phases  # every sample names the phase it fell in
+    assert {"idle", "train"} <= phases  # every sample names the phase it fell in
 
 
 def test_a_failing_probe_is_counted_and_the_rest_keeps_sampling() -> None:
