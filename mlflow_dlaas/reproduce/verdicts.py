@@ -176,7 +176,7 @@ def _part_any(text: str, comparisons: list[Comparison], want: int | None = None)
     """Holds when a test separates in the wanted direction (either, for None); does not hold
     when tests separate only against it; not separable when none separates."""
     if not comparisons:
-        return Part(text, NOT_SEPARABLE, "no runs to compare")
+        return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
     good = [c for c in comparisons if c.direction != 0 and (want is None or c.direction == want)]
     if good:
         return Part(text, HOLDS, f"{good[0].what}, {_fold(good[0])}", tuple(comparisons))
@@ -192,7 +192,7 @@ def _part_all(text: str, groups: dict[str, list[Comparison]], want: int | None =
     """Holds when it holds in every group (framework, runtime); does not hold when it does
     not in one; else not separable."""
     if not groups:
-        return Part(text, NOT_SEPARABLE, "no runs to compare")
+        return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
     judged = {name: _part_any(text, found, want) for name, found in groups.items()}
     comparisons = tuple(c for part in judged.values() for c in part.comparisons)
     for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE):
@@ -455,7 +455,7 @@ def _saturates(rows: pd.DataFrame, batches: list[int]) -> Part:
         hits = [why for got, why in per if got == outcome]
         if hits:
             return Part(text, outcome, "; ".join(hits), tuple(found))
-    return Part(text, NOT_SEPARABLE, "no runs to compare")
+    return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
 
 
 def judge_copies(work: Workloads) -> Verdict:
