@@ -38,7 +38,6 @@ TRAINING_COLUMNS = (
 )
 INFERENCE_COLUMNS = (
     Column("p50 (ms)", "single_stream/latency_p50_ms"),
-    Column("p95 (ms)", "single_stream/latency_p95_ms"),
     Column("p99 (ms)", "single_stream/latency_p99_ms"),
     Column("throughput (samples/s)", "offline/throughput_samples_per_second", digits=0),
     Column("offline p99 (ms)", "offline/latency_p99_ms"),
