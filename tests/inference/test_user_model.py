@@ -289,7 +289,7 @@ def test_a_model_with_a_fixed_batch_runs_at_that_batch_only(tmp_path: Path) -> N
     from onnx import TensorProto, helper
 
     from mlflow_dlaas.inference.config import InferConfig
-    from mlflow_dlaas.workloads.infer_worker import _check_batching, _in_fixed_batches
+    from mlflow_dlaas.workloads.infer_worker import _check_batching, in_fixed_batches
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])], "fixed",
@@ -311,6 +311,6 @@ def test_a_model_with_a_fixed_batch_runs_at_that_batch_only(tmp_path: Path) -> N
                                         scenarios=("single_stream", "multi_stream")))
     runtime = get_runtime("onnxruntime")
     runtime.load()
-    predict = _in_fixed_batches(runtime.prepare(source, InferenceOptions()), 2)
+    predict = in_fixed_batches(runtime.prepare(source, InferenceOptions()), 2)
     query = synthetic_feed(source.user.inputs, 8, 5)  # one multi-stream query, 4 model calls
     assert np.array_equal(predict(query), np.maximum(query["x"], 0))
