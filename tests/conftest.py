@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import uuid
@@ -11,6 +12,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from mlflow_dlaas.run_lifecycle import REASON_TAG
 from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
 
 
@@ -52,3 +54,17 @@ def runs_of(experiment: str) -> list[mlflow.entities.Run]:
     client = mlflow.MlflowClient()
     exp = client.get_experiment_by_name(experiment)
     return [] if exp is None else client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def only_finished_run(experiment: str) -> mlflow.entities.Run:
+    """The one run of ``experiment``, which must have FINISHED (else its failure reason)."""
+    (run,) = runs_of(experiment)
+    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
+    return run
+
+
+def skip_unless_installed(*modules: str) -> None:
+    """Skip, naming them, when any of ``modules`` is not installed here."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed here")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
-from tests.conftest import runs_of
+from tests.conftest import only_finished_run, runs_of, skip_unless_installed
 from tests.legibility import INFERENCE_METRIC_BUDGET, assert_legible_in_the_ui
 from tests.workloads.projects import ROOT, mlflow_run
 
@@ -32,24 +31,14 @@ SAME_KEYS = ["load_time_seconds", "equivalence/max_abs_error",
              "offline/proc_cpu_seconds"]
 
 
-def _skip_unless(modules: list[str]) -> None:
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed here")
-
-
-def _finished(experiment: str) -> mlflow.entities.Run:
-    (run,) = runs_of(experiment)
-    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
-    return run
 
 
 @pytest.mark.parametrize("runtime", list(NEEDS))
 def test_every_scenario_runs_with_the_same_metric_keys(tracking: str, runtime: str) -> None:
-    _skip_unless(NEEDS[runtime])
+    skip_unless_installed(*NEEDS[runtime])
     out = mlflow_run(runtime, tracking, SMALL, entry="infer", timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    run = _finished(tracking)
+    run = only_finished_run(tracking)
     for key in SAME_KEYS:
         assert key in run.data.metrics, key
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id,
@@ -71,12 +60,12 @@ def test_mxnet_serves_in_its_own_virtualenv(tracking: str) -> None:
     out = mlflow_run("mxnet", tracking, params, entry="infer", env_manager="virtualenv",
                      timeout=1500)
     assert out.returncode == 0, out.stderr[-3000:]
-    run = _finished(tracking)
+    run = only_finished_run(tracking)
     assert "offline/throughput_samples_per_second" in run.data.metrics
 
 
 def test_a_training_run_is_served_by_onnxruntime_and_pytorch(tracking: str) -> None:
-    _skip_unless(NEEDS["onnxruntime"])
+    skip_unless_installed(*NEEDS["onnxruntime"])
     out = mlflow_run("pytorch", tracking, {"epochs": 1, "log_model": "true"})
     assert out.returncode == 0, out.stderr[-3000:]
     (trained,) = runs_of(tracking)
@@ -102,7 +91,7 @@ def test_a_training_run_is_served_by_onnxruntime_and_pytorch(tracking: str) -> N
 )
 def test_bad_input_fails_the_run_with_the_reason(tracking: str, params: dict, reason: str
                                                  ) -> None:
-    _skip_unless(NEEDS["onnxruntime"])
+    skip_unless_installed(*NEEDS["onnxruntime"])
     out = mlflow_run("onnxruntime", tracking, {**SMALL, **params}, entry="infer", timeout=300)
     assert out.returncode != 0 and reason in out.stderr
     (run,) = runs_of(tracking)
@@ -111,12 +100,12 @@ def test_bad_input_fails_the_run_with_the_reason(tracking: str, params: dict, re
 
 
 def test_an_ensemble_of_processes_is_measured_together(tracking: str) -> None:
-    _skip_unless(NEEDS["onnxruntime"])
+    skip_unless_installed(*NEEDS["onnxruntime"])
     params = {**SMALL, "scenarios": "ensemble", "ensemble_mode": "processes",
               "ensemble_size": 2, "batch_sizes": "1"}
     out = mlflow_run("onnxruntime", tracking, params, entry="infer", timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    run = _finished(tracking)
+    run = only_finished_run(tracking)
     m = run.data.metrics
     assert m["ensemble/size"] == 2
     assert m["ensemble/throughput_samples_per_second"] > 0
@@ -132,7 +121,7 @@ def test_an_inference_run_leaves_nothing_in_the_temp_dir(tracking: str, tmp_path
                                                          outcome: str) -> None:
     """The model, its export and ONNX Runtime's telemetry session file (``.ses``) all go; MLflow
     Projects' own empty folder for 'path' params is sent elsewhere with --storage-dir."""
-    _skip_unless(NEEDS["onnxruntime"])
+    skip_unless_installed(*NEEDS["onnxruntime"])
     temp = tmp_path / "tmp"
     temp.mkdir()
     params = {**SMALL, "scenarios": "single_stream", "batch_sizes": "1",

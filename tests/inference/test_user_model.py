@@ -16,12 +16,7 @@ from mlflow_dlaas.inference import equivalence
 from mlflow_dlaas.inference.runtimes import InferenceOptions, get_runtime
 from mlflow_dlaas.inference.source import run_source
 from mlflow_dlaas.inference.user_model import is_user_model_uri, prepare, synthetic_feed
-
-
-def _skip_unless(*modules: str) -> None:
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed here")
+from tests.conftest import skip_unless_installed
 
 
 def write_two_input_onnx(path: Path) -> Path:
@@ -55,7 +50,7 @@ def _serve(directory: Path, runtime: str) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
 def test_an_onnx_file_with_two_inputs_runs_as_onnx_computes_it(tmp_path: Path,
                                                                 runtime: str) -> None:
-    _skip_unless("onnx", runtime)
+    skip_unless_installed("onnx", runtime)
     model = write_two_input_onnx(tmp_path / "two.onnx")
     with pytest.raises(ConfigError, match=r"input 'y' has dynamic dimensions \[\?, \?\]; give "
                                           r"-P input_shape=y:N"):
@@ -69,7 +64,7 @@ def test_an_onnx_file_with_two_inputs_runs_as_onnx_computes_it(tmp_path: Path,
 
 
 def test_real_samples_come_from_an_npz_and_are_checked(tmp_path: Path) -> None:
-    _skip_unless("onnx", "onnxruntime")
+    skip_unless_installed("onnx", "onnxruntime")
     model = write_two_input_onnx(tmp_path / "two.onnx")
     data = tmp_path / "samples.npz"
     np.savez(data, x=np.ones((2, 4)), y=np.full((2, 3), 5.0))
@@ -92,7 +87,7 @@ def test_real_samples_come_from_an_npz_and_are_checked(tmp_path: Path) -> None:
      ("model.pt", b"PK not a zip", "not a TorchScript or torch.save archive")])
 def test_unusable_files_are_refused_in_one_line(tmp_path: Path, name: str,
                                                 content: bytes | None, message: str) -> None:
-    _skip_unless("onnx")
+    skip_unless_installed("onnx")
     path = tmp_path / name
     if content is not None:
         path.write_bytes(content)
@@ -102,7 +97,7 @@ def test_unusable_files_are_refused_in_one_line(tmp_path: Path, name: str,
 
 
 def test_a_runtime_that_cannot_take_the_model_says_why(tmp_path: Path) -> None:
-    _skip_unless("onnx")
+    skip_unless_installed("onnx")
     model = write_two_input_onnx(tmp_path / "two.onnx")
     with pytest.raises(ConfigError, match="the pytorch runtime cannot load a onnx model; "
                                           "serve it with onnxruntime or openvino"):
@@ -110,7 +105,7 @@ def test_a_runtime_that_cannot_take_the_model_says_why(tmp_path: Path) -> None:
 
 
 def test_torchscript_runs_natively_and_exported_to_onnx(tmp_path: Path) -> None:
-    _skip_unless("torch", "onnx", "onnxruntime")
+    skip_unless_installed("torch", "onnx", "onnxruntime")
     import torch
 
     torch.manual_seed(0)
@@ -131,7 +126,7 @@ def test_torchscript_runs_natively_and_exported_to_onnx(tmp_path: Path) -> None:
 
 
 def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
-    _skip_unless("torch")
+    skip_unless_installed("torch")
     import torch
 
     path = tmp_path / "weights.pth"
@@ -144,7 +139,7 @@ def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
 def test_a_keras_file_runs_on_tensorflow_and_on_onnx_where_a_converter_is(tmp_path: Path
                                                                           ) -> None:
     """Without tf2onnx an ONNX runtime says why in one line; with it, it serves the model."""
-    _skip_unless("tensorflow")
+    skip_unless_installed("tensorflow")
     import keras
 
     keras.utils.set_random_seed(0)
@@ -161,7 +156,7 @@ def test_a_keras_file_runs_on_tensorflow_and_on_onnx_where_a_converter_is(tmp_pa
         with pytest.raises(ConfigError, match="needs tf2onnx"):
             prepare(path, runtime="openvino", consumes="onnx", directory=tmp_path / "ov")
         return
-    _skip_unless("onnxruntime")  # with the converter: through ONNX, against TensorFlow
+    skip_unless_installed("onnxruntime")  # with the converter: through ONNX, against TensorFlow
     prepare(path, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "ort")
     outputs, reference = _serve(tmp_path / "ort", "onnxruntime")
     assert (tmp_path / "ort" / "onnx" / "model.onnx").is_file()
@@ -187,7 +182,7 @@ def test_which_uris_are_the_users_own_models() -> None:
 def test_a_model_the_runtime_cannot_load_is_refused_in_one_line(tmp_path: Path,
                                                                  runtime: str) -> None:
     """A float64 bias on a float32 convolution passes ONNX's checker but no runtime."""
-    _skip_unless("onnx", runtime)
+    skip_unless_installed("onnx", runtime)
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -211,7 +206,7 @@ def test_a_model_the_runtime_cannot_load_is_refused_in_one_line(tmp_path: Path,
 
 def test_a_model_larger_than_the_free_memory_is_refused(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless("onnx")
+    skip_unless_installed("onnx")
     import psutil
 
     model = write_two_input_onnx(tmp_path / "two.onnx")
@@ -229,7 +224,7 @@ def test_a_model_larger_than_the_free_memory_is_refused(tmp_path: Path,
 def test_mlflow_models_arrive_as_their_flavors_files(tracking: str, tmp_path: Path) -> None:
     """An ONNX-flavor model by runs:/<id>/<path>: its file, its signature's shapes; a Keras
     model: its .keras file and its input example as samples; a pyfunc-only model: refused."""
-    _skip_unless("onnx", "tensorflow")
+    skip_unless_installed("onnx", "tensorflow")
     import keras
     import mlflow
     import onnx
@@ -264,7 +259,7 @@ def test_mlflow_models_arrive_as_their_flavors_files(tracking: str, tmp_path: Pa
 
 
 def test_a_savedmodel_directory_runs_on_tensorflow_with_and_without_xla(tmp_path: Path) -> None:
-    _skip_unless("tensorflow")
+    skip_unless_installed("tensorflow")
     import keras
 
     keras.utils.set_random_seed(0)
@@ -284,7 +279,7 @@ def test_a_savedmodel_directory_runs_on_tensorflow_with_and_without_xla(tmp_path
 
 
 def test_a_model_with_a_fixed_batch_runs_at_that_batch_only(tmp_path: Path) -> None:
-    _skip_unless("onnx", "onnxruntime")
+    skip_unless_installed("onnx", "onnxruntime")
     import onnx
     from onnx import TensorProto, helper
 

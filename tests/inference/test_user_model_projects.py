@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import uuid
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
-from tests.conftest import runs_of
+from tests.conftest import only_finished_run, runs_of, skip_unless_installed
 from tests.inference.test_user_model import write_two_input_onnx
 from tests.workloads.projects import mlflow_run
 
@@ -20,22 +19,12 @@ QUICK = {"batch_sizes": "1,4", "min_query_count": 20, "min_duration_s": 0.2,
          "warmup_queries": 3, "monitor_interval": 0.1}
 
 
-def _skip_unless(*modules: str) -> None:
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed here")
-
-
-def _finished(experiment: str) -> mlflow.entities.Run:
-    (run,) = runs_of(experiment)
-    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
-    return run
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
 def test_any_onnx_file_is_benchmarked_in_every_scenario(tracking: str, tmp_path: Path,
                                                         runtime: str) -> None:
-    _skip_unless("onnx", runtime)
+    skip_unless_installed("onnx", runtime)
     model = write_two_input_onnx(tmp_path / "two.onnx")
     params = {**QUICK, "model_uri": f"file://{model}", "input_shape": "y:3",
               "scenarios": "single_stream,multi_stream,offline,server",
@@ -43,7 +32,7 @@ def test_any_onnx_file_is_benchmarked_in_every_scenario(tracking: str, tmp_path:
               "server_p99_bound_ms": 20}
     out = mlflow_run(runtime, tracking, params, entry="infer", timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    run = _finished(tracking)
+    run = only_finished_run(tracking)
     m, client = run.data.metrics, mlflow.MlflowClient()
     assert run.data.params["model_inputs"] == "x:float32[4],y:float32[3]"
     assert run.data.params["reference_framework"] == "onnx"
@@ -59,7 +48,7 @@ def test_any_onnx_file_is_benchmarked_in_every_scenario(tracking: str, tmp_path:
 
 def test_a_missing_model_file_fails_the_run_with_the_reason(tracking: str,
                                                             tmp_path: Path) -> None:
-    _skip_unless("onnx", "onnxruntime")
+    skip_unless_installed("onnx", "onnxruntime")
     out = mlflow_run("onnxruntime", tracking, {**QUICK, "model_uri": str(tmp_path / "no.onnx")},
                      entry="infer", timeout=300)
     assert out.returncode != 0 and "does not exist" in out.stderr
@@ -70,7 +59,7 @@ def test_a_missing_model_file_fails_the_run_with_the_reason(tracking: str,
 def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(tracking: str) -> None:
     """models:/<name>/<version>: its signature gives the input shape, its input example the
     samples; PyTorch's own outputs are the reference for every runtime."""
-    _skip_unless("torch", "onnx", "onnxruntime")
+    skip_unless_installed("torch", "onnx", "onnxruntime")
     import torch
 
     torch.manual_seed(0)
@@ -92,7 +81,7 @@ def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(tracking: str
 
 
 def test_a_keras_file_is_served_by_tensorflow_with_xla(tracking: str, tmp_path: Path) -> None:
-    _skip_unless("tensorflow")
+    skip_unless_installed("tensorflow")
     import keras
 
     keras.utils.set_random_seed(0)
@@ -104,6 +93,6 @@ def test_a_keras_file_is_served_by_tensorflow_with_xla(tracking: str, tmp_path: 
                                               "scenarios": "single_stream,offline",
                                               "jit_compile": "true"}, entry="infer")
     assert out.returncode == 0, out.stderr[-3000:]
-    run = _finished(tracking)
+    run = only_finished_run(tracking)
     assert run.data.params["reference_framework"] == "tensorflow"
     assert run.data.metrics["equivalence/max_abs_error"] < 1e-4

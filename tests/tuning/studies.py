@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import mlflow
+import pytest
 import yaml
 
 #: The cheapest real trial: PyTorch, an MLP on scikit-learn's digits, a few steps.
@@ -45,3 +48,15 @@ def study_runs(name: str) -> tuple[list[mlflow.entities.Run], list[mlflow.entiti
     parents = [r for r in runs if r.data.tags.get("dlaas.role") == "study"]
     children = [r for r in runs if r.data.tags.get("dlaas.role") == "trial"]
     return parents, children
+
+
+@pytest.fixture
+def needs_torch() -> None:
+    """Skip where PyTorch, which the study tests train with, is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the study tests train with PyTorch (extra: torch)")
+
+
+def study_name() -> str:
+    """A fresh study name (one experiment per test)."""
+    return f"study-{uuid.uuid4().hex[:8]}"

@@ -4,28 +4,23 @@ optuna-dashboard, and no best trial when none is feasible."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
-import uuid
 from pathlib import Path
 
 import mlflow
 import optuna
 import pytest
 
-from tests.tuning.studies import CHEAP_FIXED, study_cli, study_runs, write_spec
+from tests.tuning.studies import (
+    CHEAP_FIXED,
+    needs_torch,  # noqa: F401 - the fixture, used by name
+    study_cli,
+    study_name,
+    study_runs,
+    write_spec,
+)
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _needs_torch() -> None:
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("the study tests train with PyTorch (extra: torch)")
-
-
-def _name() -> str:
-    return f"study-{uuid.uuid4().hex[:8]}"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_torch")]
 
 
 def _load(name: str) -> optuna.Study:
@@ -40,7 +35,7 @@ def _csv(run_id: str, path: str) -> list[dict[str, str]]:
 def test_a_constraint_the_fastest_trial_breaks_makes_the_feasible_one_best(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     # one step trains fastest and learns nothing; 60 steps reach the accuracy asked for
     spec = write_spec(tmp_path, name=name, sampler="grid", n_trials=2,
                       fixed={**{k: v for k, v in CHEAP_FIXED.items() if k != "max_steps"},
@@ -87,7 +82,7 @@ def test_a_constraint_the_fastest_trial_breaks_makes_the_feasible_one_best(
 def test_with_no_feasible_trial_none_is_named_best_and_the_closest_is_said(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     spec = write_spec(tmp_path, name=name, n_trials=1,
                       constraints=[{"metric": "accuracy", "op": ">=", "value": 1.5}])
     out = study_cli(cli_path, spec)

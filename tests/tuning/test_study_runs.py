@@ -2,33 +2,28 @@
 
 from __future__ import annotations
 
-import importlib.util
-import uuid
 from pathlib import Path
 
 import mlflow
 import optuna
 import pytest
 
-from tests.tuning.studies import CHEAP_FIXED, study_cli, study_runs, write_spec
+from tests.tuning.studies import (
+    CHEAP_FIXED,
+    needs_torch,  # noqa: F401 - the fixture, used by name
+    study_cli,
+    study_name,
+    study_runs,
+    write_spec,
+)
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _needs_torch() -> None:
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("the study tests train with PyTorch (extra: torch)")
-
-
-def _name() -> str:
-    return f"study-{uuid.uuid4().hex[:8]}"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_torch")]
 
 
 def test_trials_are_child_runs_and_the_study_resumes(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     spec = write_spec(tmp_path, name=name, n_trials=2, seed=1,
                       search_space={"batch_size": [16, 32]})
     out = study_cli(cli_path, spec)
@@ -60,7 +55,7 @@ def test_trials_are_child_runs_and_the_study_resumes(
 def test_an_inference_study_searches_threads_in_a_named_experiment(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     spec = write_spec(
         tmp_path, name=name, experiment=f"{name}-runs", frameworks=["onnxruntime"],
         entry_point="infer", sampler="grid", n_trials=2,
@@ -81,7 +76,7 @@ def test_an_inference_study_searches_threads_in_a_named_experiment(
 def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     # a valid spec (a bad value is refused before launch) whose mnist trial fails: no data_dir
     spec = write_spec(tmp_path, name=name, sampler="grid", n_trials=2,
                       fixed={k: v for k, v in CHEAP_FIXED.items() if k != "dataset"},
@@ -98,7 +93,7 @@ def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
     assert states == {"mnist": "FAIL", "digits": "COMPLETE"}
 
     # a study in which no trial completed has no result: it fails, with the reasons counted
-    slow = _name()
+    slow = study_name()
     spec = write_spec(tmp_path, name=slow, n_trials=1, trial_timeout_s=3)
     out = study_cli(cli_path, spec)
     assert out.returncode == 1, out.stderr[-3000:]
@@ -115,7 +110,7 @@ def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
 def test_a_bad_spec_exits_2_and_launches_nothing(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     spec = write_spec(tmp_path, name=name, sampler="annealing")
     out = study_cli(cli_path, spec)
     assert out.returncode == 2
@@ -128,7 +123,7 @@ def test_a_bad_spec_exits_2_and_launches_nothing(
 def test_a_hopeless_trial_is_pruned_before_its_next_epoch(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
-    name = _name()
+    name = study_name()
     # grid order with seed 3: 0.03, 0.05, then the hopeless 1e-6 (after the 2 startup trials)
     spec = write_spec(tmp_path, name=name, sampler="grid", seed=3, pruner="median",
                       n_trials=3, search_space={"learning_rate": [0.05, 0.03, 1e-6]},
