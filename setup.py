@@ -1,9 +1,11 @@
-"""Build hook (all other metadata is in pyproject.toml): the wheel carries the MLflow Projects.
+"""Build hook (all other metadata is in pyproject.toml): the wheel carries the MLflow Projects
+and the claims' study specs.
 
 The top-level ``projects/`` folder (where ``mlflow run projects/<framework>`` finds them in a
 checkout) is copied into the built package as ``mlflow_dlaas/projects/``, so an installed
-wheel can run studies and the demo; ``mlflow-dlaas projects-path`` prints where they are. An
-editable install copies nothing: the package finds ``projects/`` in the checkout.
+wheel can run studies and the demo; ``mlflow-dlaas projects-path`` prints where they are.
+``examples/reproduce/`` becomes ``mlflow_dlaas/reproduce/specs/`` for ``mlflow-dlaas
+reproduce``. An editable install copies nothing: the package finds both in the checkout.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-PROJECTS = Path(__file__).resolve().parent / "projects"
+ROOT = Path(__file__).resolve().parent
+PROJECTS = ROOT / "projects"
+#: checkout folder -> folder inside the built package
+PACKAGED = {PROJECTS: Path("mlflow_dlaas", "projects"),
+            ROOT / "examples" / "reproduce": Path("mlflow_dlaas", "reproduce", "specs")}
 
 
 class BuildPyWithProjects(build_py):
-    """``build_py`` that also copies ``projects/`` into the built ``mlflow_dlaas``."""
+    """``build_py`` that also copies :data:`PACKAGED` into the built ``mlflow_dlaas``."""
 
     def run(self) -> None:
         super().run()
@@ -27,10 +33,11 @@ class BuildPyWithProjects(build_py):
         if not (PROJECTS / "pytorch" / "MLproject").is_file():
             raise FileNotFoundError(f"{PROJECTS} holds no MLflow Projects; build from a "
                                     "checkout or an sdist that includes projects/")
-        target = Path(self.build_lib) / "mlflow_dlaas" / "projects"
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(PROJECTS, target,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
+        for source, inside in PACKAGED.items():
+            target = Path(self.build_lib) / inside
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
 
 
 setup(cmdclass={"build_py": BuildPyWithProjects})

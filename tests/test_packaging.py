@@ -24,7 +24,8 @@ from tests.tuning.studies import write_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What an sdist is built from; MANIFEST.in and setup.py decide what goes on into the wheel.
-SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "mlflow_dlaas", "projects")
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "mlflow_dlaas", "projects",
+           "examples/reproduce")
 PROJECT_FILES = sorted(p.relative_to(ROOT / "projects").as_posix()
                        for p in (ROOT / "projects").rglob("*")
                        if p.is_file() and "__pycache__" not in p.parts)
@@ -69,6 +70,14 @@ def test_the_wheel_carries_every_project_as_package_data(wheel: Path) -> None:
         for name in PROJECT_FILES:
             packaged = archive.read(f"mlflow_dlaas/projects/{name}")
             assert packaged == (ROOT / "projects" / name).read_bytes(), name
+
+
+def test_the_wheel_carries_the_claims_study_specs(wheel: Path) -> None:
+    specs = sorted((ROOT / "examples" / "reproduce").glob("*.yaml"))
+    assert specs
+    with zipfile.ZipFile(wheel) as archive:
+        for spec in specs:
+            assert archive.read(f"mlflow_dlaas/reproduce/specs/{spec.name}") == spec.read_bytes()
 
 
 def _fake_install(tmp_path: Path, layout: str) -> tuple[Path, Path]:

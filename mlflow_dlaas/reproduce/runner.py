@@ -26,7 +26,10 @@ from mlflow_dlaas.reproduce.verdicts import (
 )
 from mlflow_dlaas.tuning.spec import StudySpec, load_spec
 
-SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "reproduce"
+#: The claims' study specs: inside an installed wheel, else the checkout's examples/reproduce.
+PACKAGED_SPECS = Path(__file__).resolve().parent / "specs"
+SPEC_DIR = (PACKAGED_SPECS if PACKAGED_SPECS.is_dir()
+            else Path(__file__).resolve().parents[2] / "examples" / "reproduce")
 #: what --quick promises on 2 cores
 QUICK_LIMIT_MIN = 20
 #: the Python modules each framework or runtime needs in this environment
