@@ -100,7 +100,8 @@ class ProcessTreeSampler(Sampler):
         return list(live.values())
 
     def _read(self) -> tuple[float, int, int, int, int]:
-        """CPU seconds, RSS, largest high-water RSS, threads, live (non-zombie) processes."""
+        """CPU seconds, RSS, largest high-water RSS, threads, live processes (neither zombie
+        nor exiting: an exiting process has released its memory and reads 0 RSS)."""
         cpu = 0.0
         rss = hwm = threads = live = 0
         for proc in self._refresh_tree():
@@ -110,8 +111,11 @@ class ProcessTreeSampler(Sampler):
                     cpu += times.user + times.system + times.children_user + times.children_system
                     if proc.status() == psutil.STATUS_ZOMBIE:
                         continue
+                    resident = proc.memory_info().rss
+                    if resident == 0:  # exiting: its memory is already released
+                        continue
                     live += 1
-                    rss += proc.memory_info().rss
+                    rss += resident
                     threads += proc.num_threads()
                     switches = proc.num_ctx_switches()
                     io = _io(proc)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from mlflow_dlaas.monitor.process import ProcessTreeSampler
@@ -84,3 +85,22 @@ def test_cpu_percent_is_not_read_off_a_few_milliseconds() -> None:
     seen = [r for r in readings if r is not None]
     assert readings[-1] is not None and len(seen) < len(readings)
     assert max(seen) <= 100.0 * 1.25  # one busy thread, jiffy rounding at most 10 ms in 50
+
+
+def test_an_exiting_tree_is_not_charted_as_zero_megabytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between releasing its memory and becoming a zombie a process reads 0 RSS; the timeline
+    must end with the last real reading, not drop to 0 MB."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        sampler = ProcessTreeSampler(proc.pid)
+        sampler.open()
+        time.sleep(0.5)  # the interpreter is up
+        assert sampler.collect()["proc_rss_bytes"] > 1e6
+        released = psutil.Process(proc.pid).memory_info()._replace(rss=0)
+        monkeypatch.setattr(psutil._pslinux.Process, "memory_info", lambda self: released)
+        values = sampler.collect()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "proc_rss_bytes" not in values and "proc_processes" not in values
+    assert values["proc_cpu_seconds"] >= 0  # the counters still read
