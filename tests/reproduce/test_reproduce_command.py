@@ -28,7 +28,7 @@ TINY = {"name": "reproduce-claim2-quick", "experiment": "dlaas-reproduce",
                   "log_model": "false", "monitor_interval": 0.2},
         "search_space": {"batch_size": [16, 256]},
         "objectives": [{"metric": "accuracy", "direction": "maximize"}],
-        "sampler": "grid", "n_trials": 2, "replicates": 3}
+        "sampler": "grid", "n_trials": 2, "replicates": 4}
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _run(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="module")
 def reproduced(tmp_path_factory: pytest.TempPathFactory) -> Reproduced:
-    """One `mlflow-dlaas reproduce --claims 2,4` on 6 tiny PyTorch runs (about a minute)."""
+    """One `mlflow-dlaas reproduce --claims 2,4` on 8 tiny PyTorch runs (about a minute)."""
     root = tmp_path_factory.mktemp("reproduce")
     specs = root / "specs"
     specs.mkdir()
@@ -77,7 +77,7 @@ def _runs(reproduced: Reproduced) -> list[mlflow.entities.Run]:
 
 def test_one_claim_end_to_end(reproduced: Reproduced) -> None:
     err, out = reproduced.first.stderr, reproduced.first.stdout
-    assert "reproduce --quick: 1 study, 6 runs; fits in 20 minutes on 2 cores" in err
+    assert "reproduce --quick: 1 study, 8 runs; fits in 20 minutes on 2 cores" in err
     assert "[step 1/1] claims 2, 4: study reproduce-test-reproduce-claim2-quick" in err
     assert "min left" in err
     lines = {line.split(":")[0]: line for line in out.splitlines() if line.startswith("claim")}
@@ -87,7 +87,7 @@ def test_one_claim_end_to_end(reproduced: Reproduced) -> None:
     assert "needs one hyper-parameter varied in two frameworks" in lines["claim 2"]
     runs = _runs(reproduced)
     trials = [r for r in runs if r.data.tags.get("dlaas.role") == "trial"]
-    assert len(trials) == 6 and all(r.info.status == "FINISHED" for r in trials)
+    assert len(trials) == 8 and all(r.info.status == "FINISHED" for r in trials)
     (report,) = [r for r in runs if r.data.tags.get("dlaas.role") == "report"]
     assert report.info.status == "FINISHED"
     assert report.data.tags["dlaas.claim.4"].split(":")[0] in lines["claim 4"]
@@ -97,7 +97,7 @@ def test_one_claim_end_to_end(reproduced: Reproduced) -> None:
     assert {"report/claims.html", "report/claims.md"} <= logged
     markdown = (reproduced.output / "claims.md").read_text()
     assert "## How a verdict is decided" in markdown and "Mann-Whitney" in markdown
-    assert "3 vs 3 runs" in markdown  # the tests behind the verdict, with their runs
+    assert "4 vs 4 runs" in markdown  # the tests behind the verdict, with their runs
     assert trials[0].info.run_id[:8] in markdown  # evidence runs are linked
 
 
