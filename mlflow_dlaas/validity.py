@@ -19,8 +19,10 @@ VALIDITY_TAG = "dlaas.validity"
 VALIDITY_REASON_TAG = "dlaas.validity_reason"
 VALID, DISTURBED = "valid", "disturbed"
 #: Phases shorter than this (pooled over their windows) are too short to judge on their own:
-#: CPU time ticks in 10 ms jiffies.
+#: CPU time ticks in 10 ms jiffies, so a few ticks in a 2 ms window read as tens of cores.
 MIN_JUDGED_S = 1.0
+#: The whole monitored run (the monitor summary's window of every sample).
+RUN_WINDOW = "run"
 
 
 @dataclass(frozen=True)
@@ -68,21 +70,36 @@ class Verdict:
 
 def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
           thresholds: ValidityThresholds) -> Verdict:
-    """The verdict over ``phases`` of a monitor summary (keys ``{phase}/...``)."""
+    """The verdict over ``phases`` of a monitor summary (keys ``{phase}/...``).
+
+    Phases of at least :data:`MIN_JUDGED_S` are judged. When every measured phase is
+    shorter, the whole run is judged in their place where it is long enough: a
+    measurement that short is only as quiet as the run around it.
+    """
     present = [p for p in phases if summary.get(f"{p}/duration_seconds", 0.0) > 0]
+    if not present:
+        return Verdict(DISTURBED, "no measured phase was recorded", {})
     judged = [p for p in present if summary[f"{p}/duration_seconds"] >= MIN_JUDGED_S]
+    note = ""
+    if not judged:
+        measured_s = sum(summary[f"{p}/duration_seconds"] for p in present)
+        if summary.get(f"{RUN_WINDOW}/duration_seconds", 0.0) >= MIN_JUDGED_S:
+            judged = [RUN_WINDOW]
+            note = (f"; the measured phases ({measured_s:.2f} s in all) are too short to "
+                    "judge alone, so the whole run was judged")
+        else:
+            judged = present
     figures: dict[str, float] = {}
     problems: list[str] = []
-    for phase, found in ((p, _phase_figures(summary, p, cores)) for p in judged or present):
+    for phase in judged:
+        found = _phase_figures(summary, phase, cores)
         figures.update({f"{phase}/{k}": v for k, v in found.items()})
         problems += _problems(phase, found, cores, thresholds)
-    if not present:
-        return Verdict(DISTURBED, "no measured phase was recorded", figures)
     if problems:
-        return Verdict(DISTURBED, "; ".join(problems), figures)
-    worst = max((figures[f"{p}/other_processes_cpu_cores"], p) for p in judged or present)
+        return Verdict(DISTURBED, "; ".join(problems) + note, figures)
+    worst = max((figures[f"{p}/other_processes_cpu_cores"], p) for p in judged)
     return Verdict(VALID, f"quiet: other processes used at most {worst[0]:.2f} of {cores} "
-                          f"cores (during {worst[1]})", figures)
+                          f"cores (during {worst[1]}){note}", figures)
 
 
 def _phase_figures(summary: Mapping[str, float], phase: str, cores: int) -> dict[str, float]:

@@ -54,3 +54,18 @@ def test_thresholds_are_configurable_and_validated() -> None:
 
 def test_no_measured_phase_is_not_a_valid_run() -> None:
     assert judge({}, ("train",), 2, ValidityThresholds()).status == DISTURBED
+
+
+def test_measured_phases_too_short_to_judge_are_judged_by_the_whole_run() -> None:
+    """A 2 ms phase holding a few 10 ms CPU ticks would read as tens of cores."""
+    summary = {"test/duration_seconds": 0.002, "test/sys_cpu_busy_seconds": 0.05,
+               "test/proc_cpu_seconds": 0.0, **{k.replace("train/", "run/"): v for k, v in
+                                                _summary(busy=6.05, tree=6.0, duration=6.0)
+                                                .items()}}
+    verdict = judge(summary, ("test",), 2, ValidityThresholds())
+    assert verdict.status == VALID, verdict.reason
+    assert "(during run)" in verdict.reason and "0.00 s in all" in verdict.reason
+    summary["run/sys_cpu_busy_seconds"] = 12.0  # someone else used a core all along
+    assert judge(summary, ("test",), 2, ValidityThresholds()).status == DISTURBED
+    del summary["run/duration_seconds"]  # no whole-run window: the short phase is all there is
+    assert judge(summary, ("test",), 2, ValidityThresholds()).status == DISTURBED

@@ -8,19 +8,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.errors import DlaasError
-from mlflow_dlaas.run_lifecycle import failing_run_guard
+from mlflow_dlaas.run_lifecycle import Stopped, failing_run_guard, stop_on_signals
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import die_with_parent
 
 R = TypeVar("R")
-
-
-def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
 
 def run_entry_point(name: str, argv: Sequence[str] | None,
@@ -31,11 +27,22 @@ def run_entry_point(name: str, argv: Sequence[str] | None,
     with the reason; run directly, bad parameters are refused before any run exists.
     SIGTERM (a study's timeout, a scheduler) ends the run KILLED instead of leaving it RUNNING,
     and so does the death of the process that started us (``mlflow run``, a study driver),
-    even by SIGKILL.
+    even by SIGKILL; either stop is one line and exit code 128 + the signal's number.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGTERM, _interrupt)
-    die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher ends our run KILLED
+    try:
+        with stop_on_signals():
+            die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
+            return _run(name, argv, work, done)
+    except Stopped as e:  # the run has ended KILLED on the way out
+        print(f"mlflow-dlaas {name}: {e}"
+              f"{'; its run ended KILLED' if os.environ.get('MLFLOW_RUN_ID') else ''}",
+              file=sys.stderr)
+        return 128 + e.signum
+
+
+def _run(name: str, argv: Sequence[str] | None,
+         work: Callable[[Mapping[str, str]], R], done: Callable[[R], str]) -> int:
     try:
         params = parse_cli_params(sys.argv[1:] if argv is None else argv)
         if os.environ.get("MLFLOW_RUN_ID"):

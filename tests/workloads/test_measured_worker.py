@@ -129,7 +129,9 @@ def test_sigterm_to_the_entry_kills_the_run_and_its_worker(tracking: str) -> Non
     worker = _worker_of(entry)
     _wait_for_phase(worker, 2.0)
     entry.send_signal(signal.SIGTERM)
-    entry.communicate(timeout=60)
+    _, err = entry.communicate(timeout=60)
+    assert entry.returncode == 128 + signal.SIGTERM  # one line, as a shell reports a signal
+    assert "mlflow-dlaas train: stopped by signal SIGTERM" in err and "Traceback" not in err
     (run,) = runs_of(tracking)
     assert run.info.status == "KILLED"
     with pytest.raises(psutil.NoSuchProcess):
