@@ -300,9 +300,15 @@ def in_batches(predict: Callable[[Feed], np.ndarray], feed: Feed, step: int | No
 
 
 # --------------------------------------------------------------------------- frameworks
+def _article(word: str) -> str:
+    """'an' before a vowel sound as spoken (an ONNX, a TorchScript, a Keras)."""
+    return "an" if word[:1].upper() in "AEIOU" else "a"
+
+
 def _corrupt(path: Path, framework: str, error: Exception) -> ConfigError:
     text = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
-    return ConfigError(f"cannot read {path.name} as a {framework} model: {text}")
+    kind = f"{_article(framework)} {framework}"
+    return ConfigError(f"cannot read {path.name} as {kind} model: {text}")
 
 
 def open_onnx(path: Path, shapes: dict, dtypes: dict

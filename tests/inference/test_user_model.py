@@ -82,7 +82,7 @@ def test_real_samples_come_from_an_npz_and_are_checked(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [("absent.onnx", None, "does not exist"),
-     ("broken.onnx", b"not a protobuf at all", "cannot read broken.onnx as a ONNX model"),
+     ("broken.onnx", b"not a protobuf at all", "cannot read broken.onnx as an ONNX model"),
      ("weights.bin", b"\0", "unknown model format 'weights.bin'"),
      ("model.pt", b"PK not a zip", "not a TorchScript or torch.save archive")])
 def test_unusable_files_are_refused_in_one_line(tmp_path: Path, name: str,
