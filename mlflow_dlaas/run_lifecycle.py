@@ -61,6 +61,18 @@ def end_run(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) 
     client.set_terminated(run_id, status)
 
 
+def end_if_running(run_id: str, status: str, reason: str) -> bool:
+    """End ``run_id`` with ``status`` and the reason unless it has ended already; False
+    where the store could not be asked."""
+    client = mlflow.MlflowClient()
+    try:
+        if client.get_run(run_id).info.status == "RUNNING":
+            end_run(client, run_id, status, reason)
+    except Exception:  # a store that does not answer: the owner sweep is the backstop
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     """Start (or resume, under ``mlflow run``) a run; on any error tag the reason and FAIL it.

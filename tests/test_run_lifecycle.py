@@ -100,3 +100,28 @@ def test_a_monitor_killed_with_sigkill_has_its_run_ended_by_the_next_command(
     ended = mlflow.MlflowClient().get_run(run.info.run_id)
     assert ended.info.status == "KILLED"
     assert f"process {monitor.pid}" in ended.data.tags[REASON_TAG]
+
+
+def test_an_entry_point_stopped_before_its_workload_ends_its_run_killed(
+    tracking: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A study that stops a trial while it starts up (its driver killed, say) must not leave
+    the run `mlflow run` made for it RUNNING."""
+    from mlflow_dlaas.workloads import entry
+
+    client = mlflow.MlflowClient()
+    run = client.create_run(client.get_experiment_by_name(tracking).experiment_id)
+    monkeypatch.setenv("MLFLOW_RUN_ID", run.info.run_id)
+
+    def stopped_while_starting(**_: object) -> None:
+        raise Stopped(signal.SIGTERM)  # as the signal handler raises it
+
+    monkeypatch.setattr(entry, "configure_tracking", stopped_while_starting)
+    monkeypatch.setattr(entry, "die_with_parent", lambda *_: None)  # not on pytest's process
+    code = entry.run_entry_point("train", [], lambda _: pytest.fail("no workload starts"), str)
+    assert code == 128 + signal.SIGTERM
+    ended = client.get_run(run.info.run_id)
+    assert ended.info.status == "KILLED"
+    assert ended.data.tags[REASON_TAG] == "stopped by signal SIGTERM"
+    assert capsys.readouterr().err.strip() == \
+        "mlflow-dlaas train: stopped by signal SIGTERM; its run ended KILLED"

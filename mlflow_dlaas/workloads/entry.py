@@ -12,7 +12,12 @@ from typing import TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.errors import DlaasError
-from mlflow_dlaas.run_lifecycle import Stopped, failing_run_guard, stop_on_signals
+from mlflow_dlaas.run_lifecycle import (
+    Stopped,
+    end_if_running,
+    failing_run_guard,
+    stop_on_signals,
+)
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import die_with_parent
 
@@ -34,11 +39,20 @@ def run_entry_point(name: str, argv: Sequence[str] | None,
         with stop_on_signals():
             die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
             return _run(name, argv, work, done)
-    except Stopped as e:  # the run has ended KILLED on the way out
-        print(f"mlflow-dlaas {name}: {e}"
-              f"{'; its run ended KILLED' if os.environ.get('MLFLOW_RUN_ID') else ''}",
-              file=sys.stderr)
+    except Stopped as e:
+        print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
         return 128 + e.signum
+
+
+def _end_own_run(reason: str) -> str:
+    """End the run ``mlflow run`` gave us KILLED, if a stop came before the workload could
+    (during start-up); say how it ended."""
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if not run_id:
+        return ""
+    if end_if_running(run_id, "KILLED", reason):
+        return "; its run ended KILLED"
+    return f"; its run {run_id} could not be ended: the tracking store did not answer"
 
 
 def _run(name: str, argv: Sequence[str] | None,
