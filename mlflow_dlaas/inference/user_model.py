@@ -179,7 +179,7 @@ def refusal(kind: str, runtime: str, consumes: str) -> str | None:
         return (f"the {runtime} runtime serves ONNX, and converting a {KINDS[kind]} model to "
                 "ONNX needs tf2onnx, which is not installed here (pip install tf2onnx); "
                 "serve it with the tensorflow runtime")
-    return (f"the {runtime} runtime cannot load a {kind} model; serve it with "
+    return (f"the {runtime} runtime cannot load {_article(kind)} {kind} model; serve it with "
             f"{' or '.join(runtimes_for(kind))}")
 
 
@@ -361,7 +361,8 @@ def load_torch(torch: Any, kind: str, path: Path) -> Any:
     except Exception as e:
         raise _corrupt(path, f"PyTorch ({kind})", e) from None
     if not isinstance(module, torch.nn.Module):
-        raise ConfigError(f"{path.name} holds a {type(module).__name__}, not a module (a "
+        held = type(module).__name__
+        raise ConfigError(f"{path.name} holds {_article(held)} {held}, not a module (a "
                           "state_dict has no architecture): save it with torch.jit.save or "
                           "torch.export.save")
     return module.eval()

@@ -99,7 +99,7 @@ def test_unusable_files_are_refused_in_one_line(tmp_path: Path, name: str,
 def test_a_runtime_that_cannot_take_the_model_says_why(tmp_path: Path) -> None:
     skip_unless_installed("onnx")
     model = write_two_input_onnx(tmp_path / "two.onnx")
-    with pytest.raises(ConfigError, match="the pytorch runtime cannot load a onnx model; "
+    with pytest.raises(ConfigError, match="the pytorch runtime cannot load an onnx model; "
                                           "serve it with onnxruntime or openvino"):
         prepare(model, runtime="pytorch", consumes="pytorch", directory=tmp_path / "out")
 
@@ -125,13 +125,41 @@ def test_torchscript_runs_natively_and_exported_to_onnx(tmp_path: Path) -> None:
     assert (tmp_path / "onnxruntime" / "onnx" / "model.onnx").is_file()
 
 
+@pytest.mark.slow
+def test_torch_compile_takes_an_exported_program_and_refuses_torchscript(tmp_path: Path
+                                                                          ) -> None:
+    skip_unless_installed("torch")
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(),
+                                 torch.nn.Linear(8, 3)).eval()
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    exported = torch.export.export(module, (torch.rand(2, 6),), dynamic_shapes=({0: batch},))
+    torch.export.save(exported, str(tmp_path / "net.pt2"))
+    torch.jit.trace(module, torch.rand(2, 6)).save(str(tmp_path / "net.pt"))
+    runtime = get_runtime("pytorch")
+    runtime.load()
+    compiled = InferenceOptions(torch_compile=True)
+    for name in ("net.pt2", "net.pt"):
+        prepare(tmp_path / name, runtime="pytorch", consumes="pytorch",
+                directory=tmp_path / name.replace(".", "-"), input_shape="6")
+    source = run_source(tmp_path / "net-pt2")
+    outputs = runtime.prepare(source, compiled)(source.reference_inputs)
+    assert equivalence.compare(outputs, source.reference_outputs, precision="fp32", rtol=1e-4,
+                               atol=1e-5).passed
+    with pytest.raises(ConfigError, match="torch_compile=true cannot compile net.pt: "
+                                          "torch.compile does not take TorchScript models"):
+        runtime.prepare(run_source(tmp_path / "net-pt"), compiled)
+
+
 def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
     skip_unless_installed("torch")
     import torch
 
     path = tmp_path / "weights.pth"
     torch.save(torch.nn.Linear(2, 2).state_dict(), str(path))
-    with pytest.raises(ConfigError, match="holds a OrderedDict, not a module"):
+    with pytest.raises(ConfigError, match="holds an OrderedDict, not a module"):
         prepare(path, runtime="pytorch", consumes="pytorch", directory=tmp_path / "out",
                 input_shape="2")
 

@@ -88,6 +88,11 @@ class PyTorchRuntime(InferenceRuntime):
         if options.precision == "fp16":
             module = module.half()
         if options.torch_compile:
+            if isinstance(module, torch.jit.ScriptModule):
+                raise ConfigError(
+                    f"torch_compile=true cannot compile {user.path.name}: torch.compile does "
+                    "not take TorchScript models; save the model with torch.export.save (a "
+                    ".pt2 file) or log the eager module as an MLflow pytorch model")
             module = torch.compile(module)
         names = [s.name for s in user.inputs]
         half = options.precision == "fp16"
