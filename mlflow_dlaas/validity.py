@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mlflow_dlaas.curation import RUN_PHASE
 from mlflow_dlaas.errors import ConfigError
 
 VALIDITY_TAG = "dlaas.validity"
@@ -21,8 +22,6 @@ VALID, DISTURBED = "valid", "disturbed"
 #: Phases shorter than this (pooled over their windows) are too short to judge on their own:
 #: CPU time ticks in 10 ms jiffies, so a few ticks in a 2 ms window read as tens of cores.
 MIN_JUDGED_S = 1.0
-#: The whole monitored run (the monitor summary's window of every sample).
-RUN_WINDOW = "run"
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,8 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
     note = ""
     if not judged:
         measured_s = sum(summary[f"{p}/duration_seconds"] for p in present)
-        if summary.get(f"{RUN_WINDOW}/duration_seconds", 0.0) >= MIN_JUDGED_S:
-            judged = [RUN_WINDOW]
+        if summary.get(f"{RUN_PHASE}/duration_seconds", 0.0) >= MIN_JUDGED_S:
+            judged = [RUN_PHASE]
             note = (f"; the measured phases ({measured_s:.2f} s in all) are too short to "
                     "judge alone, so the whole run was judged")
         else:

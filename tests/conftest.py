@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +69,11 @@ def skip_unless_installed(*modules: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed here")
+
+
+def artifact_text(run_id: str, path: str) -> str:
+    """The text of a run's artifact, read from a download that is removed afterwards
+    (MLflow downloads into a temp folder it never removes when given no destination)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path,
+                                                        dst_path=tmp)).read_text()

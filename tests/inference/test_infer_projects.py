@@ -12,7 +12,7 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
-from tests.conftest import only_finished_run, runs_of, skip_unless_installed
+from tests.conftest import artifact_text, only_finished_run, runs_of, skip_unless_installed
 from tests.legibility import INFERENCE_METRIC_BUDGET, assert_legible_in_the_ui
 from tests.workloads.projects import ROOT, mlflow_run
 
@@ -109,8 +109,7 @@ def test_an_ensemble_of_processes_is_measured_together(tracking: str) -> None:
     m = run.data.metrics
     assert m["ensemble/size"] == 2
     assert m["ensemble/throughput_samples_per_second"] > 0
-    summary = mlflow.MlflowClient().download_artifacts(run.info.run_id, "summary.json")
-    details = json.loads(Path(summary).read_text())  # every other statistic
+    details = json.loads(artifact_text(run.info.run_id, "summary.json"))  # every other figure
     assert {"ensemble/model0_latency_p99_ms", "ensemble/model1_latency_p99_ms"} <= set(
         details["workload"])
     assert details["monitor"]["ensemble/peak_proc_processes"] >= 3  # us and both members

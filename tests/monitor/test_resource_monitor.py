@@ -10,6 +10,7 @@ import pytest
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.monitor import ResourceMonitor, Sampler
+from tests.conftest import artifact_text
 
 
 def matmul_burn(seconds: float, size: int = 256) -> None:
@@ -58,9 +59,8 @@ def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "monitor")}
     assert artifacts == {"monitor/timeline.csv", "monitor/summary.json", "monitor/timeline.png"}
-    timeline = client.download_artifacts(run.info.run_id, "monitor/timeline.csv")
-    with open(timeline) as rows:
-        phases = {row["phase"] for row in csv.DictReader(rows)}
+    timeline = artifact_text(run.info.run_id, "monitor/timeline.csv")
+    phases = {row["phase"] for row in csv.DictReader(timeline.splitlines())}
     assert {"idle", "train"} <= phases  # every sample names the phase it fell in
 
 

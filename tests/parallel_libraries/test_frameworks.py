@@ -18,7 +18,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.libraries.readback import ARTIFACT_DIR, ARTIFACT_FILE, MAPPED_TAG
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.run_lifecycle import REASON_TAG
-from tests.conftest import runs_of
+from tests.conftest import artifact_text, runs_of
 from tests.workloads.projects import mlflow_run
 
 pytestmark = pytest.mark.slow
@@ -48,9 +48,7 @@ def _train(experiment: str, framework: str, **settings: str) -> mlflow.entities.
 
 
 def _readback(run: mlflow.entities.Run) -> dict:
-    path = mlflow.artifacts.download_artifacts(run_id=run.info.run_id,
-                                               artifact_path=f"{ARTIFACT_DIR}/{ARTIFACT_FILE}")
-    return json.loads(Path(path).read_text())
+    return json.loads(artifact_text(run.info.run_id, f"{ARTIFACT_DIR}/{ARTIFACT_FILE}"))
 
 
 def _finished(run: mlflow.entities.Run) -> dict[str, str]:

@@ -18,7 +18,7 @@ from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.libraries.readback import ARTIFACT_DIR, ARTIFACT_FILE
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
 from mlflow_dlaas.run_lifecycle import REASON_TAG
-from tests.conftest import runs_of
+from tests.conftest import artifact_text, runs_of
 from tests.parallel_libraries.test_frameworks import _need
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,7 @@ def _infer(experiment: str, runtime: str, **settings: object) -> mlflow.entities
 
 
 def _artifact(run: mlflow.entities.Run, path: str) -> dict:
-    local = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=path)
-    return json.loads(Path(local).read_text())
+    return json.loads(artifact_text(run.info.run_id, path))
 
 
 @pytest.mark.slow
