@@ -67,7 +67,9 @@ def test_three_workers_share_one_study_and_one_parent(
         # each worker checks the count before asking, so at most WORKERS - 1 extra trials
         assert N_TRIALS <= len(trials) <= N_TRIALS + WORKERS - 1
         assert [t.number for t in trials] == list(range(len(trials)))
-        assert all(t.state == TrialState.COMPLETE for t in trials)
+        assert all(t.state == TrialState.COMPLETE for t in trials), [
+            (t.number, t.state.name, t.user_attrs.get("failure_reason", t.system_attrs))
+            for t in trials] + [o[-2000:] for o in outputs]
 
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         client = mlflow.MlflowClient(url)
