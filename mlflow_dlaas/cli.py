@@ -110,17 +110,28 @@ def monitor_command(
 @click.option("--storage", default=None,
               help="Optuna storage: journal[:PATH], sqlite:///PATH, postgresql://..., "
                    "redis://... (default, or empty: ./optuna.db).")
+@click.option("--dry-run", is_flag=True,
+              help="Check the spec fully and print the plan (trials, runs, libraries, "
+                   "packages, time); create no run, study or file.")
 @reports_errors
-def study_command(spec_path: str, storage: str | None) -> None:
+def study_command(spec_path: str, storage: str | None, dry_run: bool) -> None:
     """Run (or resume) the Optuna study SPEC.yaml; every trial is a child MLflow run.
 
     Run the same command on several machines (one shared --storage and tracking server)
     for parallel workers. Exit code 2 when the spec is invalid; nothing is launched then.
     """
+    from mlflow_dlaas.tuning.plan import plan_study
     from mlflow_dlaas.tuning.spec import load_spec
+
+    plan = plan_study(load_spec(spec_path))
+    if dry_run:
+        for line in plan.lines():
+            click.echo(line)
+        click.echo("dry run: nothing was created")
+        return
     from mlflow_dlaas.tuning.study import run_study
 
-    summary = run_study(load_spec(spec_path), storage_url=storage or None)
+    summary = run_study(plan.spec, storage_url=storage or None)
     for row in summary.best:
         click.echo("best: " + ", ".join(f"{k}={v}" for k, v in row.items() if v != ""))
 
@@ -164,6 +175,7 @@ def compare_command(experiment: str | None, study: str | None, include_disturbed
     click.echo(f"summary: {written.markdown.resolve()}")
     if run_id:
         click.echo(f"report run: {run_id}")
+    written.raise_if_incomplete()
 
 
 @cli.command("recommend")

@@ -57,3 +57,7 @@ class SourceUnavailable(DlaasError):
 
 class WorkloadError(DlaasError):
     """A measured workload failed (diverged, crashed, produced wrong outputs)."""
+
+
+class ReportIncompleteError(DlaasError):
+    """Some parts of a report could not be built or written; the others were written."""

@@ -5,9 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -77,3 +80,56 @@ def artifact_text(run_id: str, path: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path,
                                                         dst_path=tmp)).read_text()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """A documented command as a user ran it: where, its exit code and both streams."""
+
+    folder: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def store(self) -> str:
+        """The embedded tracking store the command used (``./mlflow.db``)."""
+        return f"sqlite:///{self.folder / 'mlflow.db'}"
+
+
+def user_env(folder: Path) -> dict[str, str]:
+    """A new user's shell in ``folder``: the venv activated (its ``bin`` first on PATH, as
+    ``make`` and ``. .venv/bin/activate`` do) and no MLflow variable set, so commands use
+    the embedded store ``folder/mlflow.db``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["HOME"] = os.environ.get("HOME", str(folder))
+    return env
+
+
+def run_as_user(command: str, folder: Path, timeout: int = 900) -> CommandResult:
+    """Run a shell ``command`` in ``folder`` as a user would type it."""
+    done = subprocess.run(["bash", "-c", command], cwd=folder, env=user_env(folder),
+                          capture_output=True, text=True, timeout=timeout)
+    return CommandResult(folder, done.returncode, done.stdout, done.stderr)
+
+
+def user_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A fresh folder that sees the checkout's projects, examples and root MLproject, as a
+    user's checkout does (relative paths in the docs resolve), with its own store."""
+    folder = tmp_path_factory.mktemp(name)
+    for entry in ("projects", "examples", "MLproject"):
+        (folder / entry).symlink_to(ROOT / entry)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
+    """``mlflow-dlaas demo`` exactly as ``make demo`` runs it (the main job), once a session,
+    in a fresh folder with a fresh embedded store; other tests read its runs and report."""
+    if shutil.which("mlflow-dlaas", path=user_env(ROOT)["PATH"]) is None:
+        pytest.skip("the mlflow-dlaas console script is not on PATH; run the tests with make test")
+    return run_as_user("mlflow-dlaas demo", user_folder(tmp_path_factory, "demo"), timeout=1500)

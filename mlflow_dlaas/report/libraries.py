@@ -61,7 +61,9 @@ def _row(system: str, column: str, value: str, chosen: pd.DataFrame, base: pd.Da
     cells = [system, setting, setting_text(value), str(len(chosen)), str(len(base))]
     hints = ["", "", "", "", ""]
     numbers: dict[str, object] = {"system": system, "setting": setting, "value": value,
-                                  "runs": len(chosen), "default runs": len(base)}
+                                  "runs": len(chosen), "run_ids": list(chosen["run_id"]),
+                                  "default runs": len(base),
+                                  "default_run_ids": ",".join(base["run_id"])}
     for _, metric, scale, digits in MEASURES:
         key = f"metrics.{metric}"
         got = _values(chosen, key)

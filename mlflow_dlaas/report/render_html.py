@@ -37,6 +37,8 @@ def render_html(report: Report) -> str:
         "medians over replicates with the interquartile range in brackets.</p>",
     ]
     parts += [f"<p class='missing'>{escape(note)}</p>" for note in report.notes]
+    parts += [f"<p class='missing failed'>Could not be built: {escape(failure)}</p>"
+              for failure in report.failures]
     for section in report.sections:
         parts += _section(report, section)
     parts.append("</body></html>")

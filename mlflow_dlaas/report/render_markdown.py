@@ -12,6 +12,8 @@ def render_markdown(report: Report, plot_dir: str = "plots") -> str:
              f"{counts or 'none'}. Cells are medians over replicates [interquartile range].", ""]
     for note in report.notes:
         lines += [f"> {note}", ""]
+    for failure in report.failures:
+        lines += [f"> Could not be built: {failure}", ""]
     for section in report.sections:
         lines += _section(report, section, plot_dir)
     return "\n".join(lines) + "\n"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pandas as pd
 from mlflow import MlflowClient
@@ -33,6 +35,7 @@ from mlflow_dlaas.report.tables import (
 )
 
 Ask = tuple[Goal, tuple[Bound, ...]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class HostSection:
     tables: list[ComparisonTable]
     plots: list[Plot]
     recommendations: list[Recommendation]
+    #: one line per part that could not be built: ``"<part>: <why>"``
+    failures: list[str] = field(default_factory=list)
 
     @property
     def heading(self) -> str:
@@ -65,6 +70,12 @@ class Report:
     @property
     def split_by_host(self) -> bool:
         return len(self.sections) > 1
+
+    @property
+    def failures(self) -> list[str]:
+        """Every part that could not be built, host by host."""
+        prefix = (lambda s: f"host {s.host}: ") if self.split_by_host else (lambda s: "")
+        return [prefix(s) + failure for s in self.sections for failure in s.failures]
 
     def plot_file(self, section: HostSection, plot: Plot) -> str:
         """The plot's file name under ``plots/``, unique across hosts."""
@@ -125,33 +136,68 @@ def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
                   _notes(table, screened.kept, len(sections)) + screened.notes(), table.runs)
 
 
+def _training_table(work: Workloads) -> ComparisonTable | None:
+    return comparison_table("Training", work.train, TRAINING_COLUMNS) if len(work.train) else None
+
+
+def _inference_table(work: Workloads) -> ComparisonTable | None:
+    if not len(work.inference):
+        return None
+    return comparison_table("Inference (per batch size)", work.inference, INFERENCE_COLUMNS)
+
+
+#: Every table a section can hold, in the report's order: (part name, builder). Each builder
+#: gives its table, or None where the runs call for none.
+TABLE_BUILDERS: tuple[tuple[str, Callable[[Workloads], ComparisonTable | None]], ...] = (
+    ("Training table", _training_table),
+    ("Parallel libraries table", lambda work: libraries_table(work.train)),
+    ("Inference table", _inference_table),
+)
+#: Every plot, in the report's order: (part name, builder of the plot or its missing reason).
+PLOT_BUILDERS: tuple[tuple[str, Callable[[MlflowClient, Workloads], Plot]], ...] = (
+    ("time_to_accuracy_curves",
+     lambda client, work: training_plots.time_to_accuracy_curves(client, work.train)),
+    ("accuracy_vs_time", lambda client, work: training_plots.accuracy_vs_time(work.train)),
+    ("versus_batch_size", lambda client, work: inference_plots.versus_batch_size(work.inference)),
+    ("versus_threads", lambda client, work: inference_plots.versus_threads(work.inference)),
+    ("latency_cdfs", lambda client, work: inference_plots.latency_cdfs(client, work.inference)),
+    ("versus_offered_load",
+     lambda client, work: inference_plots.versus_offered_load(client, work.inference)),
+    ("timelines", lambda client, work: resource_plots.timelines(client, work.all)),
+    ("correlation_heatmap", lambda client, work: resource_plots.correlation_heatmap(work.all)),
+    ("energy_vs_throughput",
+     lambda client, work: resource_plots.energy_vs_throughput(work.train, work.inference)),
+)
+
+
 def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask],
              include_disturbed: bool) -> HostSection:
     work = Workloads.of(host.runs)
-    tables = []
-    if len(work.train):
-        tables.append(comparison_table("Training", work.train, TRAINING_COLUMNS))
-        libraries = libraries_table(work.train)
-        if libraries is not None:
-            tables.append(libraries)
-    if len(work.inference):
-        tables.append(comparison_table("Inference (per batch size)", work.inference,
-                                       INFERENCE_COLUMNS))
-    plots = [
-        training_plots.time_to_accuracy_curves(client, work.train),
-        training_plots.accuracy_vs_time(work.train),
-        inference_plots.versus_batch_size(work.inference),
-        inference_plots.versus_threads(work.inference),
-        inference_plots.latency_cdfs(client, work.inference),
-        inference_plots.versus_offered_load(client, work.inference),
-        resource_plots.timelines(client, work.all),
-        resource_plots.correlation_heatmap(work.all),
-        resource_plots.energy_vs_throughput(work.train, work.inference),
-    ]
-    recommendations = [recommend(work.rows_for(client, goal, bounds), goal, bounds,
-                                 tracking_uri, include_disturbed=include_disturbed)
-                       for goal, bounds in asks + default_asks(client, work)]
-    return HostSection(host.name, host.cpu_model, tables, plots, recommendations)
+    parts = _Guarded()
+    tables = [t for name, build in TABLE_BUILDERS
+              if (t := parts.build(name, lambda b=build: b(work))) is not None]
+    plots = [p for name, build in PLOT_BUILDERS
+             if (p := parts.build(f"plot {name}", lambda b=build: b(client, work))) is not None]
+    recommendations = [r for goal, bounds in asks + default_asks(client, work)
+                       if (r := parts.build(f"recommendation {goal.text}", lambda g=goal, b=bounds:
+                           recommend(work.rows_for(client, g, b), g, b, tracking_uri,
+                                     include_disturbed=include_disturbed))) is not None]
+    return HostSection(host.name, host.cpu_model, tables, plots, recommendations, parts.failures)
+
+
+class _Guarded:
+    """Builds the report's parts one by one: a part that fails is left out and named, with
+    why, never the end of the whole report."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    def build(self, part: str, builder: Callable[[], T]) -> T | None:
+        try:
+            return builder()
+        except Exception as e:  # one part lost, never the whole report
+            self.failures.append(f"{part}: {type(e).__name__}: {e}")
+            return None
 
 
 DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "p99_latency", "throughput",

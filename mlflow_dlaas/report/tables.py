@@ -45,9 +45,16 @@ INFERENCE_COLUMNS = (
     Column("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0),
     Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
 )
+#: The columns every table's statistics carry, whatever the section: who (``system``), how
+#: many runs (``runs``) and which (``run_ids``, a list of MLflow run ids). The CSVs, the HTML
+#: and the recommendations rely on them.
+STATS_CONTRACT = ("system", "runs", "run_ids")
+
+
 @dataclass(frozen=True)
 class ComparisonTable:
-    """Rendered cells (strings) plus the numbers and run ids behind them."""
+    """Rendered cells (strings) plus the numbers and run ids behind them; a table whose
+    statistics break :data:`STATS_CONTRACT` cannot be built."""
 
     title: str
     headings: list[str]
@@ -57,6 +64,25 @@ class ComparisonTable:
     missing: list[str]
     #: settings with one value in every row: kept out of the columns, shown folded away
     shared: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        lacking = [c for c in STATS_CONTRACT if c not in self.stats.columns]
+        if lacking and len(self.stats):
+            raise ValueError(f"table {self.title!r}: its statistics lack {lacking} "
+                             f"(every table carries {list(STATS_CONTRACT)})")
+        if len(self.stats) and not all(isinstance(ids, (list, tuple))
+                                       for ids in self.stats["run_ids"]):
+            raise ValueError(f"table {self.title!r}: run_ids must be a list of run ids per row")
+        if len(self.cells) != len(self.hints) or any(
+                len(row) != len(self.headings) for row in (*self.cells, *self.hints)):
+            raise ValueError(f"table {self.title!r}: every row needs one cell and one hint "
+                             f"per heading ({len(self.headings)})")
+
+    def stats_csv(self) -> pd.DataFrame:
+        """The statistics as written to CSV: ``run_ids`` joined by commas."""
+        if self.stats.empty:
+            return self.stats
+        return self.stats.assign(run_ids=self.stats["run_ids"].map(",".join))
 
 
 def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]

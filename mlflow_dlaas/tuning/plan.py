@@ -1,0 +1,151 @@
+"""What a study would run, checked before anything runs: ``mlflow-dlaas study --dry-run``.
+
+The plan reads only the spec, the projects' own files and this environment: it creates no
+run, study, store or file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import metadata
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.libraries.settings import library_file
+from mlflow_dlaas.project_paths import project_dir
+from mlflow_dlaas.tuning.sampling import grid_space
+from mlflow_dlaas.tuning.spec import Dimension, StudySpec
+
+#: Seconds a trial's run costs beyond its work, per environment manager (process starts,
+#: ``import mlflow``, the framework's import, MLflow Projects), as measured by
+#: ``benchmarks/trial_overhead.py`` (docs/performance.md); a first virtualenv run also
+#: builds its environment once (1 to 5 minutes).
+STARTUP_S = {"local": 10.0, "virtualenv": 15.0, "uv": 15.0}
+#: the settings that preload a shared library, whose files must be here
+PRELOADED = ("openmp_runtime", "allocator")
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """The trials, runs and requirements of a study, known before it starts."""
+
+    spec: StudySpec
+    trials: int | None  # None: as many as fit in timeout_s
+    grid_points: int | None  # the grid's size, for the grid sampler
+    libraries: tuple[str, ...]  # "setting=choice: file" for each preloaded library
+    packages: tuple[str, ...]  # "project: requirement (installed version)" under local
+
+    @property
+    def runs(self) -> int | None:
+        """Child runs the study makes: a run per replicate per trial."""
+        return None if self.trials is None else self.trials * self.spec.replicates
+
+    @property
+    def startup_minutes(self) -> float | None:
+        """The runs' start-up alone, in minutes: a floor under the study's time."""
+        return None if self.runs is None else self.runs * STARTUP_S[self.spec.env_manager] / 60
+
+    def lines(self) -> list[str]:
+        """The plan as the console prints it."""
+        spec = self.spec
+        searched = ", ".join(_dimension_text(d) for d in spec.search_space) or "nothing"
+        trials = (f"{self.trials} trials" if self.trials is not None
+                  else f"trials until {spec.timeout_s:g} s have passed")
+        if self.grid_points is not None:
+            trials += f" (the grid has {self.grid_points} points)"
+        runs = f"{self.runs} runs" if self.runs is not None else "a run per replicate per trial"
+        lines = [
+            f"study {spec.name!r} (experiment {spec.experiment or spec.name!r}): "
+            f"{spec.entry_point} on {', '.join(spec.frameworks)}, env_manager {spec.env_manager}",
+            f"searches: {searched}",
+            f"sampler {spec.sampler}, pruner {spec.pruner}; {trials} x {spec.replicates} "
+            f"replicate(s) = {runs}, each in a fresh process",
+            "objectives: " + ", ".join(f"{o.direction} {o.metric}" for o in spec.objectives),
+        ]
+        if spec.constraints:
+            lines.append("constraints: " + ", ".join(f"{c.metric} {c.op} {c.value:g}"
+                                                     for c in spec.constraints))
+        lines += [f"library: {text}" for text in self.libraries]
+        lines += [f"package: {text}" for text in self.packages]
+        if self.startup_minutes is not None:
+            lines.append(f"time: at least {self.startup_minutes:.1f} min of start-up "
+                         f"({STARTUP_S[spec.env_manager]:g} s a run), plus the work itself")
+        if spec.timeout_s is not None:
+            lines.append(f"time: stops after {spec.timeout_s:g} s")
+        return lines
+
+
+def plan_study(spec: StudySpec) -> StudyPlan:
+    """The plan of ``spec``; ConfigError (one line, how to fix) when this machine cannot run
+    it: a preloaded library or, under ``env_manager: local``, a project's framework is missing."""
+    grid = grid_space(spec) if spec.sampler == "grid" else None
+    points = math.prod(len(v) for v in grid.values()) if grid is not None else None
+    trials = spec.n_trials
+    if points is not None:
+        trials = points if trials is None else min(trials, points)
+    return StudyPlan(spec, trials, points, _libraries(spec), _packages(spec))
+
+
+def _libraries(spec: StudySpec) -> tuple[str, ...]:
+    found = []
+    for setting in PRELOADED:
+        for choice in _values(spec, setting):
+            if choice not in ("", "default"):
+                found.append(f"{setting}={choice}: {library_file(setting, str(choice))}")
+    return tuple(found)
+
+
+def _values(spec: StudySpec, name: str) -> tuple[object, ...]:
+    if name in spec.fixed:
+        return (spec.fixed[name],)
+    for d in spec.search_space:
+        if d.name == name and d.kind == "categorical":
+            return d.choices
+    return ()
+
+
+def _packages(spec: StudySpec) -> tuple[str, ...]:
+    """Under ``env_manager: local`` the projects run in this environment: each project's
+    framework (the first dependency of its ``python_env.yaml``) must be installed here."""
+    if spec.env_manager != "local":
+        return ()
+    found = []
+    for project in spec.frameworks:
+        requirement = _framework_requirement(project)
+        if requirement is None:
+            continue
+        try:
+            version = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            raise ConfigError(
+                f"study spec: {project} needs {requirement}, which is not installed in this "
+                f"environment (env_manager: local runs the project here); install it or set "
+                f"env_manager: virtualenv") from None
+        if not requirement.specifier.contains(version, prereleases=True):
+            raise ConfigError(
+                f"study spec: {project} needs {requirement}, but {requirement.name} {version} "
+                f"is installed here; set env_manager: virtualenv (its own environment)")
+        found.append(f"{project}: {requirement.name} {version}")
+    return tuple(found)
+
+
+def _framework_requirement(project: str) -> Requirement | None:
+    path = project_dir(project) / "python_env.yaml"
+    if not path.is_file():
+        return None
+    dependencies = (yaml.safe_load(path.read_text()) or {}).get("dependencies") or []
+    try:
+        return Requirement(str(dependencies[0])) if dependencies else None
+    except InvalidRequirement:
+        return None
+
+
+def _dimension_text(d: Dimension) -> str:
+    if d.kind == "categorical":
+        return f"{d.name} in {list(d.choices)}"
+    scale = " (log)" if d.log else ""
+    step = f" step {d.step:g}" if d.step is not None else ""
+    return f"{d.name} {d.low:g}..{d.high:g}{step}{scale}"
