@@ -113,8 +113,12 @@ def monitor_command(
 @click.option("--dry-run", is_flag=True,
               help="Check the spec fully and print the plan (trials, runs, libraries, "
                    "packages, time); create no run, study or file.")
+@click.option("--trials", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Stop once N trials of the study count (at most the spec's n_trials): "
+                   "a first look; rerun without it to resume the rest.")
 @reports_errors
-def study_command(spec_path: str, storage: str | None, dry_run: bool) -> None:
+def study_command(spec_path: str, storage: str | None, dry_run: bool,
+                  trials: int | None) -> None:
     """Run (or resume) the Optuna study SPEC.yaml; every trial is a child MLflow run.
 
     Run the same command on several machines (one shared --storage and tracking server)
@@ -123,7 +127,7 @@ def study_command(spec_path: str, storage: str | None, dry_run: bool) -> None:
     from mlflow_dlaas.tuning.plan import plan_study
     from mlflow_dlaas.tuning.spec import load_spec
 
-    plan = plan_study(load_spec(spec_path))
+    plan = plan_study(load_spec(spec_path), max_trials=trials)
     if dry_run:
         for line in plan.lines():
             click.echo(line)

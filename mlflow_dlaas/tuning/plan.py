@@ -7,7 +7,7 @@ run, study, store or file.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 
 import yaml
@@ -78,9 +78,12 @@ class StudyPlan:
         return lines
 
 
-def plan_study(spec: StudySpec) -> StudyPlan:
-    """The plan of ``spec``; ConfigError (one line, how to fix) when this machine cannot run
-    it: a preloaded library or, under ``env_manager: local``, a project's framework is missing."""
+def plan_study(spec: StudySpec, *, max_trials: int | None = None) -> StudyPlan:
+    """The plan of ``spec`` (its ``n_trials`` capped at ``max_trials``); ConfigError (one
+    line, how to fix) when this machine cannot run it: a preloaded library or, under
+    ``env_manager: local``, a project's framework is missing."""
+    if max_trials is not None:
+        spec = replace(spec, n_trials=min(spec.n_trials or max_trials, max_trials))
     grid = grid_space(spec) if spec.sampler == "grid" else None
     points = math.prod(len(v) for v in grid.values()) if grid is not None else None
     trials = spec.n_trials
