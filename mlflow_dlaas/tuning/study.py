@@ -274,6 +274,11 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
         available = ", ".join(sorted(outcomes[0].metrics))
         return _fail(study, trial, f"the trial did not log {', '.join(missing)}; it logged: "
                                    f"{available}")
+    not_finite = [f"{o.metric} = {v}" for o, v in zip(spec.objectives, values, strict=True)
+                  if not math.isfinite(v)]
+    if not_finite:  # Optuna would fail the trial itself, with a warning and no reason kept
+        return _fail(study, trial, f"the trial's objective is not a number: "
+                                   f"{', '.join(not_finite)}")
     for key, spread in spreads.items():
         trial.set_user_attr(f"range_{key}", spread)
     if spec.constraints:

@@ -13,6 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from mlflow_dlaas.tuning.recovery import REASON_ATTR
 from tests.tuning.servers import mlflow_server
 from tests.tuning.studies import CHEAP_FIXED, study_cli, write_spec
 
@@ -68,7 +69,7 @@ def test_three_workers_share_one_study_and_one_parent(
         assert N_TRIALS <= len(trials) <= N_TRIALS + WORKERS - 1
         assert [t.number for t in trials] == list(range(len(trials)))
         assert all(t.state == TrialState.COMPLETE for t in trials), [
-            (t.number, t.state.name, t.user_attrs.get("failure_reason", t.system_attrs))
+            (t.number, t.state.name, t.user_attrs.get(REASON_ATTR, "NO REASON"), t.system_attrs)
             for t in trials] + [o[-2000:] for o in outputs]
 
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
