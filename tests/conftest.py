@@ -133,3 +133,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
     if shutil.which("mlflow-dlaas", path=user_env(ROOT)["PATH"]) is None:
         pytest.skip("the mlflow-dlaas console script is not on PATH; run the tests with make test")
     return run_as_user("mlflow-dlaas demo", user_folder(tmp_path_factory, "demo"), timeout=1500)
+
+
+#: The documented study (docs/studies.md), constrained, that other tests read.
+THREADING_STUDY = "mlflow-dlaas study examples/threading_pytorch.yaml"
+
+
+@pytest.fixture(scope="session")
+def threading_study(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
+    """:data:`THREADING_STUDY` as written, once a session, in a fresh folder and store."""
+    return run_as_user(THREADING_STUDY, user_folder(tmp_path_factory, "threading"), 900)

@@ -13,7 +13,7 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
-from tests.conftest import ROOT, CommandResult, run_as_user, user_folder
+from tests.conftest import ROOT, THREADING_STUDY, CommandResult, run_as_user, user_folder
 
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")
@@ -21,8 +21,9 @@ COMMAND = re.compile(r"^(mlflow-dlaas|mlflow run)\b")
 ILLUSTRATIVE = "illustrative"
 
 #: Where each command runs as written: "fresh" (a new folder and embedded store), "demo" (a
-#: copy of the folder `mlflow-dlaas demo` left) or "threading" (after the documented
-#: threading study). Recommendations may answer "none meets the constraints" (exit 1).
+#: copy of the folder `mlflow-dlaas demo` left) or "threading" (the folder of the session's
+#: documented threading study, after it; that study is the ``threading_study`` fixture).
+#: Recommendations may answer "none meets the constraints" (exit 1).
 RUN_AS_WRITTEN: dict[str, str] = {
     'mlflow run "$(mlflow-dlaas projects-path pytorch)" -e train -P epochs=3 '
     "--env-manager local": "fresh",
@@ -38,7 +39,7 @@ RUN_AS_WRITTEN: dict[str, str] = {
     "-P scenarios=single_stream,offline --env-manager local": "fresh",
     "mlflow run projects/pytorch -e train -P openmp_runtime=intel -P allocator=tcmalloc "
     "-P kmp_blocktime=0 -P onednn=off --env-manager local": "fresh",
-    "mlflow-dlaas study examples/threading_pytorch.yaml": "threading",
+    THREADING_STUDY: "threading",
     "mlflow run . -e study -P spec=examples/threading_pytorch.yaml --env-manager local":
         "threading",
     "mlflow-dlaas compare --study threading-pytorch": "threading",
@@ -94,16 +95,13 @@ def test_every_documented_command_runs_here_or_is_marked_illustrative() -> None:
     assert not stale, f"no longer in the docs: {sorted(stale)}"
 
 
-@pytest.fixture(scope="module")
-def threading_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return user_folder(tmp_path_factory, "threading")
-
-
 def _folder(where: str, request: pytest.FixtureRequest, tmp_path_factory) -> Path:
     if where == "fresh":
         return user_folder(tmp_path_factory, "doc")
     if where == "threading":
-        return request.getfixturevalue("threading_folder")
+        study: CommandResult = request.getfixturevalue("threading_study")
+        assert study.returncode == 0, study.stderr[-3000:]
+        return study.folder
     demo: CommandResult = request.getfixturevalue("demo")
     assert demo.returncode == 0, demo.stderr[-3000:]
     copy = tmp_path_factory.mktemp("demo-copy") / "demo"
@@ -116,7 +114,8 @@ def _folder(where: str, request: pytest.FixtureRequest, tmp_path_factory) -> Pat
 def test_a_documented_command_runs_as_written(command: str, request: pytest.FixtureRequest,
                                               tmp_path_factory) -> None:
     folder = _folder(RUN_AS_WRITTEN[command], request, tmp_path_factory)
-    done = run_as_user(command, folder, timeout=900)
+    done = (request.getfixturevalue("threading_study") if command == THREADING_STUDY
+            else run_as_user(command, folder, timeout=900))
     allowed = (0, 1) if command.startswith("mlflow-dlaas recommend") else (0,)
     assert done.returncode in allowed, done.stderr[-4000:]
     assert "Traceback" not in done.stderr + done.stdout, done.stderr[-4000:]

@@ -16,7 +16,7 @@ from mlflow_dlaas.report.collect import collect_runs
 from mlflow_dlaas.report.publish import write_report
 from mlflow_dlaas.report.report import TABLE_BUILDERS, Workloads, build_report
 from mlflow_dlaas.report.tables import STATS_CONTRACT
-from tests.conftest import CommandResult, run_as_user
+from tests.conftest import CommandResult, run_as_user, user_folder
 
 pytestmark = pytest.mark.slow
 
@@ -109,3 +109,20 @@ def test_reproduce_writes_its_claims_report_on_the_demo_store(demo: CommandResul
     assert "Traceback" not in done.stderr
     assert "claim 8: " in done.stdout
     assert (demo.folder / "claims" / "claims.html").is_file()
+
+
+def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:
+    """``mlflow run . --env-manager local``, what MLflow users try first: the root MLproject's
+    main entry point is the demo, under a launcher run that ends FINISHED like every other."""
+    done = run_as_user("mlflow run . --env-manager local", user_folder(tmp_path_factory, "main"),
+                       timeout=1500)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert (done.folder / REPORT_DIR / "report.html").is_file()
+    assert "## Recommendations" in done.stdout
+    client = mlflow.MlflowClient(tracking_uri=done.store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              max_results=1000)
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    launcher = [r for r in runs if r.data.tags.get("mlflow.project.entryPoint") == "main"]
+    assert len(launcher) == 1

@@ -1,0 +1,82 @@
+"""optuna-dashboard, where docs/studies.md sends users, on a finished constrained study: the
+objectives by name and each trial's link to its MLflow run, seen in Debian's Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.request import urlopen
+
+import mlflow
+import pytest
+
+from tests.conftest import CommandResult, user_env
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+WAIT_MS = 60_000
+
+pytestmark = pytest.mark.slow
+
+
+@contextmanager
+def dashboard(folder: Path) -> Iterator[str]:
+    """``optuna-dashboard sqlite:///optuna.db`` as a user starts it in the study's folder."""
+    command = shutil.which("optuna-dashboard", path=user_env(folder)["PATH"])
+    if command is None:
+        pytest.skip("optuna-dashboard is not installed (extra: dashboard; make test installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([command, "sqlite:///optuna.db", "--host", "127.0.0.1", "--port",
+                               str(port)], cwd=folder, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urlopen(f"{url}/dashboard", timeout=2).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read()
+                assert time.monotonic() < deadline, "optuna-dashboard did not answer in 60 s"
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_the_dashboard_names_the_objective_and_links_each_trial_to_its_run(
+        threading_study: CommandResult) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev extra")
+    assert threading_study.returncode == 0, threading_study.stderr[-3000:]
+    client = mlflow.MlflowClient(tracking_uri=threading_study.store)
+    experiment = client.get_experiment_by_name("threading-pytorch")
+    trials = {r.info.run_id for r in client.search_runs([experiment.experiment_id])
+              if r.data.tags.get("dlaas.role") == "trial"}
+    with dashboard(threading_study.folder) as url, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/dashboard/studies/1")
+            page.get_by_text("threading-pytorch").first.wait_for(timeout=WAIT_MS)
+            page.get_by_text("train_time_seconds").first.wait_for(timeout=WAIT_MS)
+            assert "Objective 0" not in page.inner_text("body")
+            page.goto(f"{url}/dashboard/studies/1/trials")
+            page.get_by_text("mlflow_run_url").first.wait_for(timeout=WAIT_MS)
+            shown = page.inner_text("body")
+        finally:
+            browser.close()
+    linked = {run_id for run_id in trials
+              if f"/#/experiments/{experiment.experiment_id}/runs/{run_id}" in shown}
+    assert linked, shown[:3000]  # the trial on screen links to its real run
