@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pandas as pd
 
 from mlflow_dlaas.report.derived import PEAK_MEMORY
@@ -9,7 +11,8 @@ from mlflow_dlaas.report.libraries import libraries_table
 
 
 def _runs(system: str, allocator: str, times: list[float], memory_mib: float) -> list[dict]:
-    return [{"system": system, "params.allocator": allocator, "params.onednn": "default",
+    return [{"run_id": uuid.uuid4().hex, "system": system, "params.allocator": allocator,
+             "params.onednn": "default",
              "metrics.train_time_seconds": t, f"metrics.{PEAK_MEMORY}": memory_mib * 2**20}
             for t in times]
 
@@ -37,6 +40,11 @@ def test_each_setting_is_judged_against_its_frameworks_default() -> None:
     tf = rows[("tensorflow", "jemalloc")]
     assert tf["peak memory vs default"] == "1.17x"
     assert tf["train time verdict"].startswith("too few runs (2 vs 2")
+    stats = table.stats.set_index(["system", "value"])
+    assert len(stats.loc[("pytorch", "jemalloc"), "run_ids"]) == 4  # the contract's run ids
+    assert set(train.loc[train["params.allocator"] == "jemalloc", "run_id"]) == {
+        *stats.loc[("pytorch", "jemalloc"), "run_ids"], *stats.loc[("tensorflow", "jemalloc"),
+                                                                  "run_ids"]}
 
 
 def test_no_table_when_no_run_changed_a_library_setting() -> None:

@@ -1,0 +1,48 @@
+"""Every script in benchmarks/ runs to the end in its smallest form and prints its figures, so
+a renamed or curated metric breaks a test, not a reviewer's reproduction. The figures
+themselves are the benchmarks' to measure (docs/performance.md), never asserted here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, user_env
+
+pytestmark = pytest.mark.slow
+
+#: script -> its smallest settings (one round, the cheapest framework or runtime)
+SMOKE = {
+    "compare_scale.py": ["--runs", "20"],
+    "harness_tax.py": ["--frameworks", "pytorch", "--rounds", "1"],
+    "latency_fidelity.py": ["--runtimes", "onnxruntime", "--rounds", "1"],
+    "libraries.py": ["--frameworks", "pytorch", "--settings", "allocator=jemalloc",
+                     "--rounds", "1"],
+    "memory_fidelity.py": ["--rounds", "1", "--frameworks", "pytorch", "--runtimes",
+                           "onnxruntime"],
+    "monitor_fidelity.py": ["--megabytes", "50", "--cpu-seconds", "0.3"],
+    "monitor_overhead.py": ["--rounds", "1"],
+    "trial_overhead.py": ["--trials", "1", "--env-managers", "local"],
+}
+#: modules the scripts share, not run on their own
+LIBRARIES = {"pairs.py"}
+
+
+def test_every_benchmark_script_has_a_smoke_run() -> None:
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+    assert scripts - LIBRARIES == set(SMOKE), "give each new benchmark its smallest settings"
+
+
+@pytest.mark.parametrize("script", SMOKE)
+def test_a_benchmark_runs_and_prints_its_figures(script: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *SMOKE[script]],
+                          cwd=tmp_path, env=user_env(tmp_path), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Traceback" not in done.stderr
+    figures = re.findall(r"\d+(?:\.\d+)?\s*(?:x|s|%|MiB|ms)\b", done.stdout)
+    assert figures, done.stdout[-3000:]
