@@ -44,5 +44,5 @@ def test_a_benchmark_runs_and_prints_its_figures(script: str, tmp_path: Path) ->
                           timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Traceback" not in done.stderr
-    figures = re.findall(r"\d+(?:\.\d+)?\s*(?:x|s|%|MiB|ms)\b", done.stdout)
+    figures = re.findall(r"\d+\.\d+", done.stdout)
     assert figures, done.stdout[-3000:]
