@@ -42,4 +42,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
 
 test: lint browser libraries
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15

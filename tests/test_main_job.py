@@ -25,11 +25,30 @@ def _report(demo: CommandResult) -> Path:
     return demo.folder / REPORT_DIR
 
 
-def _expected_tables() -> dict[str, str]:
-    """Title prefix -> statistics CSV, for every table the demo's runs call for."""
-    tables = {"Training": "training_stats.csv", "Inference": "inference_stats.csv"}
-    if set(SEARCH) & set(LIBRARY_SETTINGS):  # the study varies a library: that table too
-        tables["Parallel libraries"] = "parallel_stats.csv"
+def _kept_runs(demo: CommandResult) -> list[mlflow.entities.Run]:
+    """The demo's measured runs the report keeps: on a busy machine (CI shares one) runs are
+    judged disturbed and left out, and the report must say so instead of comparing them."""
+    client = mlflow.MlflowClient(tracking_uri=demo.store)
+    experiment = client.get_experiment_by_name(DEMO_EXPERIMENT)
+    return [r for r in client.search_runs([experiment.experiment_id], max_results=1000)
+            if r.data.tags.get("dlaas.entry") in ("train", "infer")
+            and r.data.tags.get("dlaas.validity") != "disturbed"]
+
+
+def _expected_tables(demo: CommandResult) -> dict[str, str]:
+    """Title prefix -> statistics CSV, for every table the demo's kept runs call for."""
+    kept = _kept_runs(demo)
+    entries = {r.data.tags["dlaas.entry"] for r in kept}
+    tables = {}
+    if "train" in entries:
+        tables["Training"] = "training_stats.csv"
+        changed = {r.data.params.get(s, "default") not in ("", "default")
+                   for r in kept if r.data.tags["dlaas.entry"] == "train"
+                   for s in set(SEARCH) & set(LIBRARY_SETTINGS)}
+        if changed == {True, False}:  # a library setting and its default: that table too
+            tables["Parallel libraries"] = "parallel_stats.csv"
+    if "infer" in entries:
+        tables["Inference"] = "inference_stats.csv"
     return tables
 
 
@@ -41,35 +60,48 @@ def test_the_demo_exits_0_without_a_traceback(demo: CommandResult) -> None:
 
 def test_the_demo_writes_every_report_file(demo: CommandResult) -> None:
     report = _report(demo)
-    for name in ("report.html", "report.md", "runs.csv", *_expected_tables().values()):
+    for name in ("report.html", "report.md", "runs.csv", *_expected_tables(demo).values()):
         assert (report / name).is_file() and (report / name).stat().st_size, name
     plots = sorted((report / "plots").glob("*.png"))
     assert len(plots) >= 6, [p.name for p in plots]
     html = (report / "report.html").read_text()
     assert html.count("<img") == len(plots)
-    stats = pd.read_csv(report / "training_stats.csv")
-    assert set(STATS_CONTRACT) <= set(stats.columns)
     runs = pd.read_csv(report / "runs.csv")
-    for run_ids in stats["run_ids"]:
-        assert set(run_ids.split(",")) <= set(runs["run_id"])
+    for name in _expected_tables(demo).values():
+        stats = pd.read_csv(report / name)
+        assert set(STATS_CONTRACT) <= set(stats.columns), name
+        for run_ids in stats["run_ids"]:
+            assert set(run_ids.split(",")) <= set(runs["run_id"])
 
 
 def test_the_report_has_every_section_the_runs_call_for(demo: CommandResult) -> None:
     html = (_report(demo) / "report.html").read_text()
-    assert "Recommendations</h2>" in html and "Plots</h2>" in html
-    for title in _expected_tables():
-        assert re.search(rf"<h2[^>]*>{re.escape(title)}", html), title
     assert "Could not be built" not in html
+    expected = _expected_tables(demo)
+    for title in expected:
+        assert re.search(rf"<h2[^>]*>{re.escape(title)}", html), title
+    kept = _kept_runs(demo)
+    if not kept:  # a busy machine: the report says what it left out and how to see it
+        assert "disturbed runs" in html and "--include-disturbed" in html
+        return
+    assert "Recommendations</h2>" in html and "Plots</h2>" in html
     table_text = re.sub(r"<[^>]+>", " ", html)
-    for framework in TRAIN_FRAMEWORKS:
-        assert framework in table_text
-    for runtime, _, _ in SERVING:
-        assert runtime in table_text
+    for run in kept:
+        assert run.data.tags.get("dlaas.framework", run.data.tags.get("dlaas.runtime", "")) \
+            in table_text
+
+
+def _prints_its_answer(done: CommandResult) -> None:
+    """The recommendations, or, where every run was disturbed, why there are none."""
+    if _kept_runs(done):
+        assert "## Recommendations" in done.stdout
+        assert re.search(r"^- \*\*.+\*\*$", done.stdout, re.MULTILINE), done.stdout[-3000:]
+    else:
+        assert "disturbed runs" in done.stdout and "--include-disturbed" in done.stdout
 
 
 def test_the_demo_prints_its_recommendations_and_where_to_look(demo: CommandResult) -> None:
-    assert "## Recommendations" in demo.stdout
-    assert re.search(r"^- \*\*.+\*\*$", demo.stdout, re.MULTILINE), demo.stdout[-3000:]
+    _prints_its_answer(demo)
     assert f"demo: report: {(_report(demo) / 'report.html').resolve()}" in demo.stderr
     assert "mlflow ui --backend-store-uri sqlite:///" in demo.stderr
 
@@ -95,7 +127,8 @@ def test_every_table_builder_keeps_the_statistics_contract(demo: CommandResult,
         assert set(STATS_CONTRACT) <= set(section_table.stats.columns), name
         assert all(ids for ids in section_table.stats["run_ids"]), name
     mlflow.set_tracking_uri(demo.store)
-    written = write_report(build_report(client, table, demo.store), tmp_path)
+    report = build_report(client, table, demo.store, include_disturbed=True)  # busy or not
+    written = write_report(report, tmp_path)
     assert written.failures == ()
     assert {p.name for p in written.files} >= {"report.html", "report.md", "runs.csv",
                                                *_expected_tables().values()}
@@ -119,7 +152,7 @@ def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Traceback" not in done.stdout + done.stderr
     assert (done.folder / REPORT_DIR / "report.html").is_file()
-    assert "## Recommendations" in done.stdout
+    _prints_its_answer(done)
     client = mlflow.MlflowClient(tracking_uri=done.store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               max_results=1000)
