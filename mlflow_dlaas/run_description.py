@@ -15,7 +15,9 @@ NOTE_TAG = "mlflow.note.content"
 #: Set by a study on its trials (``trial-12-r0``): such names are kept.
 TRIAL_NAME_TAG = "dlaas.trial_name"
 #: The names MLflow makes up for an unnamed run (``tasteful-ray-891``): such names we replace.
-_GENERATED = re.compile(r"[a-z]+-[a-z]+-\d{1,3}")
+#: MLflow's made-up run names: predicate-noun-N with N from 0 to 1000 inclusive
+#: (``random.randint(0, 10**3)``), so up to four digits.
+_GENERATED = re.compile(r"[a-z]+-[a-z]+-\d{1,4}")
 
 
 def threads_label(parallelism: ParallelismSettings) -> str:

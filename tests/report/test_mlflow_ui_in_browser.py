@@ -17,7 +17,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 #: the names MLflow makes up for unnamed runs
-GENERATED_NAME = re.compile(r"^[a-z]+-[a-z]+-\d{1,3}$", re.MULTILINE)
+GENERATED_NAME = re.compile(r"^[a-z]+-[a-z]+-\d{1,4}$", re.MULTILINE)
 WAIT_MS = 60_000
 
 
