@@ -24,7 +24,7 @@ def reports_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from mlflow.exceptions import MlflowException
 
-        from mlflow_dlaas.run_lifecycle import Stopped
+        from mlflow_dlaas.worker.lifeline import Stopped
 
         try:
             return func(*args, **kwargs)

@@ -4,10 +4,8 @@ when their owner died, never left RUNNING."""
 from __future__ import annotations
 
 import contextlib
-import signal
 import socket
 import sys
-import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,40 +17,8 @@ from mlflow_dlaas.ownership import OWNER_HOST_TAG, Owner, owner_tags
 from mlflow_dlaas.tracking import redact_text
 
 REASON_TAG = "dlaas.failure_reason"
-#: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How many of this host's RUNNING runs one sweep looks at.
 SWEEP_MAX_RUNS = 1000
-
-
-class Stopped(KeyboardInterrupt):
-    """Raised in the main thread by SIGINT, SIGTERM or SIGHUP: cleanup runs as for Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"stopped by signal {signal.Signals(signum).name}")
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """Turn the first of :data:`STOP_SIGNALS` into :class:`Stopped`; ignore the ones after it
-    (they would interrupt the cleanup). A no-op outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    stopped: list[int] = []
-
-    def handler(signum: int, _frame: Any) -> None:
-        if not stopped:
-            stopped.append(signum)
-            raise Stopped(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def end_run(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> None:

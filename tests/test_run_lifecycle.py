@@ -13,13 +13,8 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.ownership import Owner, _start_token, owner_tags
-from mlflow_dlaas.run_lifecycle import (
-    REASON_TAG,
-    Stopped,
-    end_runs_of_dead_owners,
-    failing_run_guard,
-    stop_on_signals,
-)
+from mlflow_dlaas.run_lifecycle import REASON_TAG, end_runs_of_dead_owners, failing_run_guard
+from mlflow_dlaas.worker.lifeline import Stopped, stop_on_signals
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])

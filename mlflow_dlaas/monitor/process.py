@@ -28,8 +28,11 @@ class ProcessTreeSampler(Sampler):
 
     name = "process"
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, *, since_start: bool = False) -> None:
+        """``since_start``: CPU time, context switches and I/O count from the processes'
+        start rather than from :meth:`open`."""
         self.pid = pid
+        self._since_start = since_start
         self._procs: dict[int, psutil.Process] = {}
         self._last_seen: dict[tuple[int, float], tuple[int, int, int]] = {}
         self._cpu_base = 0.0
@@ -43,9 +46,11 @@ class ProcessTreeSampler(Sampler):
         except psutil.NoSuchProcess as e:
             raise SourceUnavailable(f"process {self.pid} does not exist") from e
         self._procs = {self.pid: self._root}
-        self._cpu_base = self._cpu_total = self._read()[0]
-        self._counters_base = self._counter_sums()
-        self._prev = (time.perf_counter(), 0.0)
+        self._cpu_total = self._read()[0]
+        if not self._since_start:
+            self._cpu_base = self._cpu_total
+            self._counters_base = self._counter_sums()
+        self._prev = (time.perf_counter(), self._cpu_total - self._cpu_base)
 
     def reset_high_water(self) -> None:
         """Restart the kernel's RSS high-water mark of every process in the tree (Linux

@@ -42,9 +42,11 @@ def validate_interval(interval_s: float) -> float:
 
 def default_samplers(pid: int) -> list[Sampler]:
     """Process tree of ``pid``, the system, NVIDIA GPUs and RAPL; this process's own CPU
-    when ``pid`` is another process's."""
-    tree = ProcessTreeSampler(pid)
-    own = [HarnessSampler()] if pid != os.getpid() else []
+    when ``pid`` is another process's (whose counters then run from its start: a child we
+    started, which may have begun its work before the monitor)."""
+    other = pid != os.getpid()
+    tree = ProcessTreeSampler(pid, since_start=other)
+    own = [HarnessSampler()] if other else []
     return [tree, SystemSampler(), NvmlSampler(tree.pids), RaplSampler(), *own]
 
 
@@ -156,25 +158,38 @@ class ResourceMonitor:
         finally:
             self.end_phase(name)
 
-    def begin_phase(self, name: str) -> None:
+    def begin_phase(self, name: str, at_wall_s: float | None = None) -> None:
         """Open window ``name`` now (for phases reported by another process).
 
         The tree's kernel RSS high-water mark restarts here, so the phase's peak is exact
         even between samples (``proc_hwm_rss_bytes`` is therefore the peak since the last
-        phase began).
+        phase began). ``at_wall_s``: when the reporting process began it (``time.time()``);
+        a phase begun before this monitor started opens there, before the first sample.
         """
         if not name or "/" in name:
             raise ConfigError(f"phase name must be non-empty and without '/', got {name!r}")
+        before = self._before_start(at_wall_s)
+        if before is not None:  # the mark still holds that phase's peak: keep it
+            self._open_phases[name] = before
+            return
         with self._lock:
             for sampler in self._samplers:
                 if isinstance(sampler, ProcessTreeSampler):
                     sampler.reset_high_water()
         self._open_phases[name] = self.sample_now()
 
-    def end_phase(self, name: str) -> None:
-        """Close window ``name``, opened by :meth:`begin_phase`."""
+    def end_phase(self, name: str, at_wall_s: float | None = None) -> None:
+        """Close window ``name``, opened by :meth:`begin_phase` (``at_wall_s`` as there)."""
         start = self._open_phases.pop(name)
-        self._phases.append(PhaseWindow(name, start, self.sample_now()))
+        end = self._before_start(at_wall_s)
+        self._phases.append(PhaseWindow(name, start, self.sample_now() if end is None else end))
+
+    def _before_start(self, at_wall_s: float | None) -> float | None:
+        """``at_wall_s`` on the monitor clock where it lies before the monitor started (a
+        negative time), else None."""
+        if at_wall_s is None or at_wall_s >= self._wall0:
+            return None
+        return at_wall_s - self._wall0
 
     # sampling ------------------------------------------------------------------------------
     def sample_now(self) -> float:

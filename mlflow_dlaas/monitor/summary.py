@@ -30,7 +30,8 @@ def summarize(timeline: Timeline) -> dict[str, float]:
     if not samples:
         return {}
     windows: dict[str, list[PhaseWindow]] = defaultdict(list)
-    windows[RUN_PHASE].append(PhaseWindow(RUN_PHASE, samples[0].t_s, samples[-1].t_s))
+    first = min([samples[0].t_s, *(w.start_s for w in timeline.phases)])  # phases may begin
+    windows[RUN_PHASE].append(PhaseWindow(RUN_PHASE, first, samples[-1].t_s))  # before it
     for window in timeline.phases:
         windows[window.name].append(window)
     times = [s.t_s for s in samples]

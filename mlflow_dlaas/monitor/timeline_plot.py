@@ -27,11 +27,18 @@ def paint_timeline(ax: Any, t_s: Sequence[float], cpu_percent: Sequence[float],
                 phase["name"], ha="center", fontsize=6)
 
 
-def plot_timeline(timeline: Any, path: Path) -> None:
-    """Write ``timeline`` (a :class:`~mlflow_dlaas.monitor.timeline.Timeline`) as a PNG."""
+def prepare_plotting() -> None:
+    """Import matplotlib (about 0.5 s) now, before anything is measured, rather than at the
+    run's end where a study's trial would wait for it."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.figure  # noqa: F401
+
+
+def plot_timeline(timeline: Any, path: Path) -> None:
+    """Write ``timeline`` (a :class:`~mlflow_dlaas.monitor.timeline.Timeline`) as a PNG."""
+    prepare_plotting()
     from matplotlib.figure import Figure
 
     samples = timeline.samples

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.ownership import owner_tags
-from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run, stop_on_signals
+from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
@@ -44,6 +44,7 @@ from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
 from mlflow_dlaas.tuning.storage import absolute_url, make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
+from mlflow_dlaas.worker.lifeline import stop_on_signals
 
 PARENT_ATTR = "mlflow_parent_run_id"
 #: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.

@@ -2,11 +2,15 @@
 
 The worker side (:class:`WorkerChannel`) imports nothing heavy; the entry side reads the
 lines with :func:`decode` in a thread that only marks phase edges on the monitor, so a
-boundary lands within a sample's time of the worker's edge.
+boundary lands within a sample's time of the worker's edge. Each edge carries the worker's
+wall-clock time too: edges sent before the entry's monitor started (the worker may start
+first) are placed where they happened.
 
-Where the entry decides whether training goes on (a study's pruner), a second pipe carries
-its answers back: after each epoch the worker sends a ``checkpoint`` and waits for one line,
-``go`` or ``stop`` (:class:`Checkpoints` on the entry side). Without it the worker never waits.
+A second pipe carries the entry's answers back, one line each, ``go`` or ``stop``: once
+before the first measured phase (the worker holds until the entry's monitor watches it), and,
+where the entry decides whether training goes on (a study's pruner), after each epoch's
+``checkpoint`` (:class:`Checkpoints` on the entry side). Without the pipe the worker never
+waits.
 """
 
 from __future__ import annotations
@@ -14,17 +18,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mlflow_dlaas.errors import DlaasError
 
 FD_ENV = "DLAAS_WORKER_FD"
 DIR_ENV = "DLAAS_WORKER_DIR"
-#: The pipe the worker reads the entry's answers at checkpoints from (absent: no waiting).
+#: The pipe the worker reads the entry's answers from (absent: no waiting).
 CONTROL_FD_ENV = "DLAAS_WORKER_CONTROL_FD"
+#: Set where the entry answers each epoch's checkpoint (a pruner decides); else none is sent.
+CHECKPOINTS_ENV = "DLAAS_WORKER_CHECKPOINTS"
 
 
 class StopRequested(DlaasError):
@@ -55,6 +62,7 @@ class WorkerChannel:
         self._out = os.fdopen(fd, "w", buffering=1) if fd >= 0 else None
         control = os.environ.get(CONTROL_FD_ENV)
         self._control = os.fdopen(int(control)) if control else None
+        self._checkpoints = bool(os.environ.get(CHECKPOINTS_ENV))
 
     def send(self, kind: str, **body: Any) -> None:
         if self._out is not None:
@@ -63,11 +71,18 @@ class WorkerChannel:
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Mark a measured window; the entry samples the worker at both edges."""
-        self.send("phase", name=name, edge="start")
+        self.send("phase", name=name, edge="start", t=time.time())
         try:
             yield
         finally:
-            self.send("phase", name=name, edge="end")
+            self.send("phase", name=name, edge="end", t=time.time())
+
+    def wait_until_watched(self) -> None:
+        """Before the first measured phase: hold until the entry's monitor watches us (the
+        entry may still be starting up, its MLflow import overlapping our framework's)."""
+        if self._control is not None:
+            self.send("ready")
+            _await_go(self._control, "before the first measured phase")
 
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         self.send("metrics", values=dict(values), step=step)
@@ -85,19 +100,23 @@ class WorkerChannel:
     def checkpoint(self, step: int) -> None:
         """After epoch ``step`` (its metrics sent): where the entry decides, wait for its
         answer; raise :class:`StopRequested` on ``stop`` (or if the entry is gone)."""
-        if self._control is None:
+        if self._control is None or not self._checkpoints:
             return
         self.send("checkpoint", step=step)
-        answer = self._control.readline().strip()
-        if answer != "go":
-            raise StopRequested(f"stopped after epoch {step}: the entry process asked "
-                                f"({answer or 'it closed the pipe'})")
+        _await_go(self._control, f"after epoch {step}")
 
     def result(self, **values: Any) -> None:
         self.send("result", **values)
 
     def error(self, error: BaseException) -> None:
         self.send("error", type=type(error).__name__, message=str(error))
+
+
+def _await_go(control: IO[str], where: str) -> None:
+    answer = control.readline().strip()
+    if answer != "go":
+        raise StopRequested(f"stopped {where}: the entry process asked "
+                            f"({answer or 'it closed the pipe'})")
 
 
 def worker_dir() -> Path:
@@ -109,23 +128,14 @@ def worker_dir() -> Path:
 
 class Checkpoints:
     """The entry's side of the checkpoints: ``decide(step, metrics)`` gets each epoch's
-    metrics and returns None to go on or why to stop; the answer goes back at once."""
+    metrics and returns None to go on or why to stop; ``answer`` sends it back at once."""
 
-    def __init__(self, decide: Callable[[int, Mapping[str, float]], str | None]) -> None:
-        self.decide = decide
-        self.read_fd, write_fd = os.pipe()
-        self._answers = os.fdopen(write_fd, "w", buffering=1)
+    def __init__(self, decide: Callable[[int, Mapping[str, float]], str | None],
+                 answer: Callable[[str], None]) -> None:
+        self.decide, self._answer = decide, answer
         self._epoch: dict[str, float] = {}
         #: why the worker was told to stop, once it was
         self.stop_reason: str | None = None
-
-    def environment(self) -> dict[str, str]:
-        """For the worker's environment (``read_fd`` must be passed to it too)."""
-        return {CONTROL_FD_ENV: str(self.read_fd)}
-
-    def started(self) -> None:
-        """The worker has its copy of the read end."""
-        os.close(self.read_fd)
 
     def saw(self, message: Message) -> None:
         """Keep an epoch's metrics; answer a checkpoint."""
@@ -135,9 +145,4 @@ class Checkpoints:
             reason = self.decide(int(message.body["step"]), self._epoch)
             if reason is not None:
                 self.stop_reason = reason
-            with contextlib.suppress(BrokenPipeError):  # it died waiting: its exit says why
-                self._answers.write("go\n" if reason is None else "stop\n")
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):  # the worker is gone: nobody reads
-            self._answers.close()
+            self._answer("go" if reason is None else "stop")

@@ -1,12 +1,19 @@
-"""Children that die with their parent, even when the parent is killed with SIGKILL."""
+"""Processes that end together: children that die with their parent (even when it is killed
+with SIGKILL), stop signals turned into an exception, exits without a slow teardown."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
 
+#: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
@@ -62,3 +69,33 @@ def stop_process_tree(pid: int, grace_s: float = 10.0) -> None:
         except psutil.NoSuchProcess:
             continue
     psutil.wait_procs(alive, timeout=grace_s)
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in the main thread by SIGINT, SIGTERM or SIGHUP: cleanup runs as for Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn the first of :data:`STOP_SIGNALS` into :class:`Stopped`; ignore the ones after it
+    (they would interrupt the cleanup). A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopped: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if not stopped:
+            stopped.append(signum)
+            raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

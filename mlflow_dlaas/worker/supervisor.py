@@ -17,8 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,15 +27,15 @@ from mlflow_dlaas.curation import curated_validity, phase_energy, phase_total, s
 from mlflow_dlaas.dataset_input import log_dataset_input
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
+from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.run_lifecycle import log_new_params
-from mlflow_dlaas.validity import ValidityThresholds, Verdict, judge
-from mlflow_dlaas.worker.channel import DIR_ENV, FD_ENV, Checkpoints, Message, decode
-from mlflow_dlaas.worker.lifeline import die_with_parent, stop_process_tree
-from mlflow_dlaas.worker.scratch import scratch_dir
+from mlflow_dlaas.validity import Verdict, judge
+from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
+from mlflow_dlaas.worker.lifeline import stop_process_tree
+from mlflow_dlaas.worker.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
 
 TAIL_LINES = 40
-STOP_GRACE_S = 5.0
 OUTPUT_ARTIFACT = "worker/output_tail.txt"
 #: Every statistic of the run that is not a metric: the workload's details, the validity
 #: figures and the monitor's whole summary.
@@ -54,30 +53,6 @@ class WorkerStopped(WorkloadError):
 
 
 @dataclass(frozen=True)
-class WorkerLaunch:
-    """How to start one measured worker and what to judge of it.
-
-    ``environment``: variables added to ours (threads, library settings) before it starts;
-    ``measured_phases``: judged for validity; ``headline_phases``: their peak RSS, CPU
-    seconds and energy are the run's ``measured_*`` figures; ``stall_timeout_s``: longest
-    silence before it is stopped.
-    """
-
-    module: str
-    argv: tuple[str, ...]
-    environment: dict[str, str]
-    cpu_affinity: tuple[int, ...] | None
-    measured_phases: tuple[str, ...]
-    headline_phases: tuple[str, ...]
-    monitor_interval_s: float
-    stall_timeout_s: float
-    thresholds: ValidityThresholds = field(default_factory=ValidityThresholds)
-    #: after each epoch, ``checkpoint(step, metrics)``: None to go on, or why the worker must
-    #: stop before the next epoch (it then raises :class:`WorkerStopped`); None: no waiting
-    checkpoint: Callable[[int, Mapping[str, float]], str | None] | None = None
-
-
-@dataclass(frozen=True)
 class WorkerOutcome:
     """What the worker returned, what the monitor saw, and the run's verdict."""
 
@@ -86,28 +61,29 @@ class WorkerOutcome:
     verdict: Verdict
 
 
-def run_worker(launch: WorkerLaunch, run_id: str) -> WorkerOutcome:
-    """Run ``launch`` to its end inside MLflow run ``run_id`` (the active run)."""
-    with scratch_dir("run") as workdir:
-        return _Supervision(launch, run_id, Path(workdir)).run()
+def run_worker(launch: WorkerLaunch, run_id: str,
+               started: StartedWorker | None = None) -> WorkerOutcome:
+    """Run ``launch`` to its end inside MLflow run ``run_id`` (the active run); ``started``:
+    the worker, where the entry started it early (before importing MLflow)."""
+    with started or StartedWorker(launch) as worker:
+        return _Supervision(launch, run_id, worker).run()
 
 
 class _Supervision:
-    def __init__(self, launch: WorkerLaunch, run_id: str, workdir: Path) -> None:
-        self.launch, self.run_id, self.workdir = launch, run_id, workdir
+    def __init__(self, launch: WorkerLaunch, run_id: str, worker: StartedWorker) -> None:
+        self.launch, self.run_id, self.worker = launch, run_id, worker
+        self.workdir = worker.workdir
         self.inbox: queue.Queue[Message | None] = queue.Queue()
         self.output: collections.deque[str] = collections.deque(maxlen=TAIL_LINES * 5)
         self.result: dict[str, Any] = {}
         self.details: dict[str, Any] = {}
         self.error: Message | None = None
-        self.checkpoints = Checkpoints(launch.checkpoint) if launch.checkpoint else None
+        self.checkpoints = None if launch.checkpoint is None else \
+            Checkpoints(launch.checkpoint, worker.answer)
 
     def run(self) -> WorkerOutcome:
-        read_fd, write_fd = os.pipe()
-        proc = self._start(write_fd)
-        os.close(write_fd)
-        if self.checkpoints is not None:
-            self.checkpoints.started()
+        proc = self.worker.proc
+        prepare_plotting()  # its import is never inside a measured phase
         monitor = ResourceMonitor(run_id=self.run_id, interval_s=self.launch.monitor_interval_s,
                                   pid=proc.pid)
         usage = None
@@ -115,7 +91,8 @@ class _Supervision:
         try:
             monitor.start()
             tee.start()
-            threading.Thread(target=self._read, args=(read_fd, monitor), daemon=True).start()
+            threading.Thread(target=self._read, args=(self.worker.take_reports(), monitor),
+                             daemon=True).start()
             self._dispatch_until_closed(proc)
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
             result = monitor.stop()
@@ -126,8 +103,6 @@ class _Supervision:
             monitor.stop()
             raise
         finally:
-            if self.checkpoints is not None:
-                self.checkpoints.close()
             if tee.is_alive():  # the output tail is complete once the pipe closes
                 tee.join(timeout=STOP_GRACE_S)
             self._log_output()
@@ -137,23 +112,6 @@ class _Supervision:
         mlflow.log_dict({"workload": self.details, "validity": verdict.figures,
                          "monitor": result.summary}, SUMMARY_ARTIFACT)
         return WorkerOutcome(self.result, result, verdict)
-
-    def _start(self, write_fd: int) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **self.launch.environment, FD_ENV: str(write_fd),
-               DIR_ENV: str(self.workdir), "PYTHONUNBUFFERED": "1"}
-        control = () if self.checkpoints is None else (self.checkpoints.read_fd,)
-        if self.checkpoints is not None:
-            env.update(self.checkpoints.environment())
-        parent, cores = os.getpid(), self.launch.cpu_affinity
-
-        def before_exec() -> None:  # in the child: pinned and tied to us before any import
-            die_with_parent(parent)
-            if cores is not None:
-                os.sched_setaffinity(0, cores)
-
-        return subprocess.Popen([sys.executable, "-m", self.launch.module, *self.launch.argv],
-                                env=env, pass_fds=(write_fd, *control), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, preexec_fn=before_exec)
 
     def _tee(self, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
@@ -172,7 +130,9 @@ class _Supervision:
                 if message.kind == "phase":
                     edge = monitor.begin_phase if message.body["edge"] == "start" else \
                         monitor.end_phase
-                    edge(message.body["name"])
+                    edge(message.body["name"], at_wall_s=message.body.get("t"))
+                elif message.kind == "ready":  # the monitor runs: the worker may measure
+                    self.worker.answer("go")
                 else:
                     self.inbox.put(message)
         self.inbox.put(None)

@@ -1,35 +1,40 @@
 """What every workload entry point shares: params from ``--name value`` pairs, signals, and
-runs that end FAILED with the reason, even for a bad parameter under ``mlflow run``."""
+runs that end FAILED with the reason, even for a bad parameter under ``mlflow run``.
+
+Light on purpose: MLflow is imported only once an entry's ``start`` step has run, so that a
+worker started there imports its framework while this process imports MLflow.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.errors import DlaasError
-from mlflow_dlaas.run_lifecycle import (
-    Stopped,
-    end_if_running,
-    failing_run_guard,
-    stop_on_signals,
-)
 from mlflow_dlaas.tracking import configure_tracking
-from mlflow_dlaas.worker.lifeline import die_with_parent
+from mlflow_dlaas.worker.lifeline import Stopped, die_with_parent, stop_on_signals
 
 R = TypeVar("R")
+#: ``start(params, cleanup)``: what runs before MLflow is imported; ``cleanup`` takes what
+#: must be undone when the entry ends (a started worker).
+Start = Callable[[Mapping[str, str], contextlib.ExitStack], Any]
 
 
-def run_entry_point(name: str, argv: Sequence[str] | None,
-                    work: Callable[[Mapping[str, str]], R], done: Callable[[R], str]) -> int:
+def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any], R],
+                    done: Callable[[R], str], *, start: Start | None = None) -> int:
     """Parse params, run ``work`` on them, print ``done(result)``; exit code 0 or the error's.
 
-    Under ``mlflow run`` the run exists before we start, so a bad parameter ends it FAILED
-    with the reason; run directly, bad parameters are refused before any run exists.
+    ``start``, where given, runs first, before MLflow is imported, and ``work`` gets what it
+    returns instead of the params (a training entry validates its config and starts its
+    worker there). Under ``mlflow run`` the run exists before we start, so a bad parameter
+    ends it FAILED with the reason; run directly, bad parameters are refused before any run
+    exists.
     SIGTERM (a study's timeout, a scheduler) ends the run KILLED instead of leaving it RUNNING,
     and so does the death of the process that started us (``mlflow run``, a study driver),
     even by SIGKILL; either stop is one line and exit code 128 + the signal's number.
@@ -38,7 +43,7 @@ def run_entry_point(name: str, argv: Sequence[str] | None,
     try:
         with stop_on_signals():
             die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
-            return _run(name, argv, work, done)
+            return _run(name, argv, start, work, done)
     except Stopped as e:
         print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
         return 128 + e.signum
@@ -50,21 +55,37 @@ def _end_own_run(reason: str) -> str:
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return ""
+    from mlflow_dlaas.run_lifecycle import end_if_running  # MLflow, only when needed
+
     if end_if_running(run_id, "KILLED", reason):
         return "; its run ended KILLED"
     return f"; its run {run_id} could not be ended: the tracking store did not answer"
 
 
-def _run(name: str, argv: Sequence[str] | None,
-         work: Callable[[Mapping[str, str]], R], done: Callable[[R], str]) -> int:
+def _run(name: str, argv: Sequence[str] | None, start: Start | None,
+         work: Callable[[Any], R], done: Callable[[R], str]) -> int:
     try:
         params = parse_cli_params(sys.argv[1:] if argv is None else argv)
-        if os.environ.get("MLFLOW_RUN_ID"):
-            configure_tracking(announce=False)
-            with failing_run_guard():
-                result = work(params)
-        else:
-            result = work(params)
+        with contextlib.ExitStack() as cleanup:
+            started: Any = params
+            early_error: DlaasError | None = None
+            if start is not None:
+                try:
+                    started = start(params, cleanup)
+                except DlaasError as e:  # under mlflow run, the run must say so
+                    early_error = e
+            if os.environ.get("MLFLOW_RUN_ID"):
+                from mlflow_dlaas.run_lifecycle import failing_run_guard  # MLflow, after start
+
+                configure_tracking(announce=False)
+                with failing_run_guard():
+                    if early_error is not None:
+                        raise early_error
+                    result = work(started)
+            elif early_error is not None:
+                raise early_error
+            else:
+                result = work(started)
     except DlaasError as e:
         print(f"mlflow-dlaas {name}: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -37,7 +37,8 @@ from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.scratch import scratch_dir
-from mlflow_dlaas.worker.supervisor import WorkerLaunch, run_worker
+from mlflow_dlaas.worker.start import WorkerLaunch
+from mlflow_dlaas.worker.supervisor import run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"

@@ -88,6 +88,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
     report_libraries(channel, config.parallelism, runtime.name, runtime.native_library,
                      runtime.libraries_in_force())
     _check_batching(source, config)
+    channel.wait_until_watched()
     if source.user is not None and source.user.fixed_batch:
         predict = in_fixed_batches(predict, source.user.fixed_batch)
     with channel.phase("check"):

@@ -56,6 +56,7 @@ def train(config: TrainConfig, channel: WorkerChannel) -> TrainingFigures:
         spec.shapes(dataset.input_shape, dataset.num_classes)  # fails early if too small
         trainer = _prepare(adapter, config, spec, dataset)
     _describe(channel, adapter, config, dataset, trainer)
+    channel.wait_until_watched()
     figures = _train_and_evaluate(channel, trainer, config, dataset)
     with channel.phase("save"):
         _save(channel, trainer, config, dataset)

@@ -98,3 +98,24 @@ def test_bad_interval_is_refused(interval: float) -> None:
 def test_monitor_outside_a_run_says_how_to_fix(tracking: str) -> None:
     with pytest.raises(ConfigError, match="mlflow.start_run"):
         ResourceMonitor(interval_s=0.1).start()
+
+
+def test_a_phase_reported_from_before_the_monitor_started_keeps_its_true_span() -> None:
+    """A training worker starts before its entry's monitor (their imports overlap): its load
+    phase's edges arrive late, stamped with the worker's clock, and must be placed there."""
+    began = time.time()
+    time.sleep(0.3)
+    ended = time.time()
+    monitor = ResourceMonitor(interval_s=0.05, log_to_mlflow=False).start()
+    monitor.begin_phase("load", at_wall_s=began)
+    monitor.end_phase("load", at_wall_s=ended)
+    monitor.begin_phase("train", at_wall_s=time.time())  # now: sampled at the edge
+    matmul_burn(0.2)
+    monitor.end_phase("train", at_wall_s=time.time())
+    result = monitor.stop()
+    load, train = result.timeline.phases
+    assert load.start_s < load.end_s < 0 <= train.start_s
+    assert result.summary["load/duration_seconds"] == pytest.approx(0.3, abs=0.05)
+    assert result.summary["run/duration_seconds"] > result.summary["load/duration_seconds"] + \
+        result.summary["train/duration_seconds"]
+    assert result.summary["train/proc_cpu_seconds"] > 0.1

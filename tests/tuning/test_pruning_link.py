@@ -4,8 +4,6 @@ worker waits for go / stop, so that a pruned trial never starts its next epoch."
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,7 +18,8 @@ from mlflow_dlaas.tuning.pruning_link import (
     pruning_environment,
 )
 from mlflow_dlaas.tuning.storage import absolute_url
-from mlflow_dlaas.worker.channel import FD_ENV, Checkpoints, decode
+from mlflow_dlaas.worker.channel import Checkpoints, decode
+from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,22 +74,21 @@ def test_a_worker_told_to_stop_does_not_start_the_next_epoch(tmp_path: Path) -> 
         except StopRequested as e:
             print(e, flush=True)
     """)
-    checkpoints = Checkpoints(lambda step, metrics: "enough" if step == 2 else None)
-    read_fd, write_fd = os.pipe()
-    env = {**os.environ, FD_ENV: str(write_fd), **checkpoints.environment(),
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", worker], env=env, stdout=subprocess.PIPE,
-                            text=True, pass_fds=(write_fd, checkpoints.read_fd))
-    os.close(write_fd)
-    checkpoints.started()
+    (tmp_path / "stop_worker.py").write_text(worker)
+    decide = lambda step, metrics: "enough" if step == 2 else None  # noqa: E731
+    launch = WorkerLaunch(module="stop_worker", argv=(), cpu_affinity=None,
+                          environment={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+                          measured_phases=(), headline_phases=(), monitor_interval_s=0.1,
+                          stall_timeout_s=30, checkpoint=decide)
     seen = []
-    with os.fdopen(read_fd) as lines:
-        for line in lines:
-            message = decode(line)
-            checkpoints.saw(message)
-            seen.append((message.kind, message.body.get("step")))
-    checkpoints.close()
-    out, _ = proc.communicate(timeout=30)
+    with StartedWorker(launch) as started:
+        checkpoints = Checkpoints(decide, started.answer)
+        with os.fdopen(started.take_reports()) as lines:
+            for line in lines:
+                message = decode(line)
+                checkpoints.saw(message)
+                seen.append((message.kind, message.body.get("step")))
+        out = started.proc.communicate(timeout=30)[0].decode()
     assert checkpoints.stop_reason == "enough"
     assert out.splitlines() == ["epoch 1 started", "epoch 2 started",
                                 "stopped after epoch 2: the entry process asked (stop)"]

@@ -94,17 +94,17 @@ def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
 
     # a study in which no trial completed has no result: it fails, with the reasons counted
     slow = study_name()
-    spec = write_spec(tmp_path, name=slow, n_trials=1, trial_timeout_s=3)
+    spec = write_spec(tmp_path, name=slow, n_trials=1, trial_timeout_s=1)  # a trial takes ~3 s
     out = study_cli(cli_path, spec)
     assert out.returncode == 1, out.stderr[-3000:]
     assert out.stderr.rstrip().endswith(
-        f"error: study '{slow}': 0 of 1 trials completed: 1 failed (timed out after 3 s)")
+        f"error: study '{slow}': 0 of 1 trials completed: 1 failed (timed out after 1 s)")
     (parent,), (child,) = study_runs(slow)
     assert child.info.status == "FAILED"
-    assert "timed out after 3 s" in child.data.tags["dlaas.failure_reason"]
+    assert "timed out after 1 s" in child.data.tags["dlaas.failure_reason"]
     assert parent.info.status == "FAILED"
     assert parent.data.tags["dlaas.failure_reason"] == \
-        "0 of 1 trials completed: 1 failed (timed out after 3 s)"
+        "0 of 1 trials completed: 1 failed (timed out after 1 s)"
 
 
 def test_a_bad_spec_exits_2_and_launches_nothing(

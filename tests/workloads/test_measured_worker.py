@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from mlflow_dlaas.worker.scratch import sweep_dead_owners
-from tests.conftest import runs_of
+from tests.conftest import artifact_text, runs_of
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--model", "lenet5", "--dataset", "mnist5k", "--batch_size", "64",
@@ -46,6 +47,12 @@ def _wait_for_phase(worker: psutil.Process, seconds: float) -> None:
     """Let the worker import its framework and start training (its CPU time grows)."""
     deadline = time.monotonic() + 120
     while sum(worker.cpu_times()[:2]) < seconds and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _wait_for_run(experiment: str) -> None:
+    deadline = time.monotonic() + 120
+    while not runs_of(experiment) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -128,6 +135,7 @@ def test_sigterm_to_the_entry_kills_the_run_and_its_worker(tracking: str) -> Non
     entry = _entry("train", tracking, ["--framework", "pytorch", *QUICK, "--epochs", "50"])
     worker = _worker_of(entry)
     _wait_for_phase(worker, 2.0)
+    _wait_for_run(tracking)  # the worker starts before the entry has imported MLflow
     entry.send_signal(signal.SIGTERM)
     _, err = entry.communicate(timeout=60)
     assert entry.returncode == 128 + signal.SIGTERM  # one line, as a shell reports a signal
@@ -228,3 +236,9 @@ def test_a_quiet_run_is_valid_and_reports_the_train_phase_peak(tracking: str) ->
     metrics = run.data.metrics
     assert metrics["measured_peak_rss_bytes"] == metrics["train/peak_proc_rss_bytes"]
     assert metrics["measured_peak_rss_bytes"] <= metrics["run/peak_proc_rss_bytes"]
+    # the worker started before the entry's monitor (their imports overlap), held until the
+    # monitor watched it, and only then measured; its load phase keeps its own clock's span
+    phases = json.loads(artifact_text(run.info.run_id, "monitor/summary.json"))["phases"]
+    assert min(p["start_s"] for p in phases if p["name"] in ("train", "eval", "test")) >= 0
+    (load,) = [p for p in phases if p["name"] == "load"]
+    assert load["end_s"] - load["start_s"] == pytest.approx(metrics["load/duration_seconds"])

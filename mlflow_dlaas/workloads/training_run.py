@@ -1,0 +1,66 @@
+"""A training entry's MLflow run: its name, params and tags, the worker's supervision, its
+description. Imported by :mod:`~mlflow_dlaas.workloads.train` once the worker has started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlflow
+
+from mlflow_dlaas.config import TrainConfig
+from mlflow_dlaas.run_description import (
+    describe_active_run,
+    name_active_run,
+    training_run_name,
+)
+from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.tracking import configure_tracking
+from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
+from mlflow_dlaas.worker.supervisor import run_worker
+from mlflow_dlaas.workloads.train_worker import TrainingFigures
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """The run and the paper's columns the measured worker reported."""
+
+    run_id: str
+    figures: TrainingFigures
+
+
+def run_training(config: TrainConfig, launch: WorkerLaunch,
+                 worker: StartedWorker | None = None) -> TrainingResult:
+    """Train per ``config`` inside the active (or a new) MLflow run; the run always ends.
+    ``worker``: the one started for ``launch`` already, if any."""
+    configure_tracking(announce=False)
+    with failing_run_guard() as run:
+        run_id = run.info.run_id
+        name_active_run(training_run_name(config.framework, config.model, config.batch_size,
+                                          config.parallelism))
+        log_new_params(run_id, config.as_params())
+        _tag_intent(config)
+        outcome = run_worker(launch, run_id, worker)
+        describe_active_run(f"Training {config.framework} {config.model} on {config.dataset}",
+                            _key_settings(config))
+    return TrainingResult(run_id, TrainingFigures(**outcome.result))
+
+
+def _key_settings(config: TrainConfig) -> dict[str, object]:
+    """The settings a person compares runs by (all are in the run's params)."""
+    threads = config.parallelism
+    return {"framework": config.framework, "model": config.model, "dataset": config.dataset,
+            "epochs": config.epochs, "batch size": config.batch_size,
+            "learning rate": config.learning_rate, "optimizer": config.optimizer,
+            "intra-op threads": threads.intra_op_threads or "framework default",
+            "inter-op threads": threads.inter_op_threads or "framework default",
+            "CPU affinity": ",".join(map(str, threads.cpu_affinity or ())) or "all cores"}
+
+
+def _tag_intent(config: TrainConfig) -> None:
+    """What the run is, before the worker reports (so even a crashed run says it)."""
+    tags: dict[str, str] = {"dlaas.framework": config.framework, "dlaas.entry": "train"}
+    warnings_ = config.parallelism.oversubscription_warnings()
+    if warnings_:
+        tags["dlaas.warning"] = "; ".join(warnings_)
+    mlflow.set_tags(tags)
