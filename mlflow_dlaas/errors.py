@@ -59,5 +59,9 @@ class WorkloadError(DlaasError):
     """A measured workload failed (diverged, crashed, produced wrong outputs)."""
 
 
+class NothingToCompareError(DlaasError):
+    """Every finished run was left out of a comparison (all disturbed): no report."""
+
+
 class ReportIncompleteError(DlaasError):
     """Some parts of a report could not be built or written; the others were written."""

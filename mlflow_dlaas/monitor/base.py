@@ -5,6 +5,11 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
+#: The shortest window a CPU percentage is read off: CPU times tick in 10 ms jiffies, so over
+#: a phase-boundary sample's few milliseconds one tick reads as 1000 % (or none as 0 %).
+#: A shorter window leaves the rate to the next sample.
+MIN_CPU_WINDOW_S = 0.05
+
 
 class Sampler(abc.ABC):
     """One measurement source. ``collect`` returns registered metric keys to values.

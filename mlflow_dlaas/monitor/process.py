@@ -10,12 +10,11 @@ from pathlib import Path
 import psutil
 
 from mlflow_dlaas.errors import SourceUnavailable
-from mlflow_dlaas.monitor.base import Sampler
+from mlflow_dlaas.monitor.base import MIN_CPU_WINDOW_S, Sampler
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 
 
-MIN_CPU_WINDOW_S = 0.05
 
 
 class ProcessTreeSampler(Sampler):
@@ -82,8 +81,6 @@ class ProcessTreeSampler(Sampler):
             values["proc_threads"] = float(threads)
             values["proc_processes"] = float(live)
         now = time.perf_counter()
-        # CPU times tick in 10 ms jiffies: over a phase-boundary sample's few milliseconds
-        # one tick reads as 1000 %. A shorter window leaves the rate to the next sample.
         if now - self._prev[0] >= MIN_CPU_WINDOW_S:
             busy_s, wall_s = cpu_seconds - self._prev[1], now - self._prev[0]
             values["proc_cpu_percent"] = 100.0 * busy_s / wall_s

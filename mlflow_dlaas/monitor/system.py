@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import glob
+import time
 from pathlib import Path
 
 import psutil
 
-from mlflow_dlaas.monitor.base import Sampler
+from mlflow_dlaas.monitor.base import MIN_CPU_WINDOW_S, Sampler
 
 PRESSURE_FILE = Path("/proc/pressure/memory")
 FREQ_FILES = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq"
 
 
 class SystemSampler(Sampler):
-    """Per-core CPU % since the previous reading, machine-wide CPU and steal seconds (the
+    """Per-core CPU % since the previous reading (left to the next sample where that was
+    less than :data:`MIN_CPU_WINDOW_S` ago), machine-wide CPU and steal seconds (the
     monitored tree's own time included: the validity verdict subtracts it), memory in use,
     memory pressure (PSI ``some avg10``) and the mean core clock, where the kernel shows them.
     """
@@ -23,15 +25,20 @@ class SystemSampler(Sampler):
 
     def open(self) -> None:
         psutil.cpu_percent(percpu=True)  # primes the delta; its first answer is meaningless
+        self._percent_at = time.perf_counter()
         self._busy0, self._steal0 = _busy_and_steal_seconds()
         self._freq_files = sorted(glob.glob(FREQ_FILES))
 
     def collect(self) -> dict[str, float]:
-        per_core = psutil.cpu_percent(percpu=True)
+        values: dict[str, float] = {}
+        now = time.perf_counter()
+        if now - self._percent_at >= MIN_CPU_WINDOW_S:  # psutil: the delta since its last call
+            per_core = psutil.cpu_percent(percpu=True)
+            self._percent_at = now
+            values.update({f"sys_cpu{i}_percent": float(p) for i, p in enumerate(per_core)})
+            values["sys_cpu_percent"] = sum(per_core) / max(len(per_core), 1)
         memory = psutil.virtual_memory()
         busy, steal = _busy_and_steal_seconds()
-        values = {f"sys_cpu{i}_percent": float(p) for i, p in enumerate(per_core)}
-        values["sys_cpu_percent"] = sum(per_core) / max(len(per_core), 1)
         values["sys_cpu_busy_seconds"] = busy - self._busy0
         values["sys_cpu_steal_seconds"] = steal - self._steal0
         values["sys_memory_used_bytes"] = float(memory.total - memory.available)

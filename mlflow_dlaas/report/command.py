@@ -9,7 +9,7 @@ from pathlib import Path
 import mlflow
 from mlflow import MlflowClient
 
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.errors import ConfigError, NothingToCompareError
 from mlflow_dlaas.report.collect import RunTable, collect_runs
 from mlflow_dlaas.report.goals import Bound, parse_bound, parse_goal
 from mlflow_dlaas.report.hosts import pick_host
@@ -33,10 +33,14 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
             objectives: tuple[str, ...] = (), constraints: tuple[str, ...] = (),
             log_run: bool = True, include_disturbed: bool = False
             ) -> tuple[Written, str | None]:
-    """Collect, build, write and (unless ``log_run`` is false) log the report."""
+    """Collect, build, write and (unless ``log_run`` is false) log the report; raise
+    :class:`NothingToCompareError` where every finished run was left out as disturbed."""
     asks = _asks(objectives, constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
+    nothing = screen(table.finished, include_disturbed=include_disturbed).nothing_kept()
+    if nothing is not None:
+        raise NothingToCompareError(nothing)
     report = build_report(client, table, redact_uri(uri), asks,
                           include_disturbed=include_disturbed)
     directory = Path(output) if output else default_output(table.scope)

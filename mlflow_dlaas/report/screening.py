@@ -64,7 +64,7 @@ class Screened:
             notes.append(f"Left out: {_runs(self.disturbed, 'disturbed')} ({why}). Add "
                          f"{INCLUDE_FLAG} to keep them.")
         elif self.disturbed:
-            notes.append(f"Kept at your request ({INCLUDE_FLAG}): "
+            notes.append(f"Kept with {INCLUDE_FLAG}: "
                          f"{_runs(self.disturbed, 'disturbed')} ({why}); they count toward a "
                          "winner.")
         if self.unverified:
@@ -73,6 +73,16 @@ class Screened:
             notes.append(f"No validity verdict on {_runs(self.unverified)} (logged before "
                          f"mlflow-dlaas checked for other load): kept in the tables; {counted}.")
         return notes
+
+
+    def nothing_kept(self) -> str | None:
+        """Why there is nothing to compare, where every run was left out; else None."""
+        if len(self.kept) or not self.disturbed or self.include_disturbed:
+            return None
+        why = "; ".join(f"{reason}: {n}" for reason, n in self.reasons.items())
+        return (f"nothing to compare: all {_runs(self.disturbed, 'finished')} were disturbed "
+                f"by other work on this machine ({why}) and left out; add {INCLUDE_FLAG} to "
+                "compare them anyway, or measure again on a quiet machine")
 
 
 def _runs(n: int, kind: str = "") -> str:

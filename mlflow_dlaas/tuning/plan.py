@@ -19,11 +19,11 @@ from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.tuning.sampling import grid_space
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 
-#: Seconds a trial's run costs beyond its work, per environment manager (process starts,
-#: ``import mlflow``, the framework's import, MLflow Projects), as measured by
+#: Seconds a trial's run costs beyond its work, per environment manager: the framework's
+#: start-up (PyTorch about 2 s here, TensorFlow more) and about 1 s of ours, as measured by
 #: ``benchmarks/trial_overhead.py`` (docs/performance.md); a first virtualenv run also
 #: builds its environment once (1 to 5 minutes).
-STARTUP_S = {"local": 10.0, "virtualenv": 15.0, "uv": 15.0}
+STARTUP_S = {"local": 3.0, "virtualenv": 3.5, "uv": 3.5}
 #: the settings that preload a shared library, whose files must be here
 PRELOADED = ("openmp_runtime", "allocator")
 

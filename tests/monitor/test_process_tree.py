@@ -104,3 +104,28 @@ def test_an_exiting_tree_is_not_charted_as_zero_megabytes(monkeypatch: pytest.Mo
         proc.wait()
     assert "proc_rss_bytes" not in values and "proc_processes" not in values
     assert values["proc_cpu_seconds"] >= 0  # the counters still read
+
+
+def test_machine_cpu_never_drops_to_zero_at_phase_boundaries() -> None:
+    """A busy core beside samples milliseconds apart (phase edges) must not chart a 0 % dip:
+    a window shorter than a few jiffies gives no machine CPU percentage at all."""
+    from mlflow_dlaas.monitor.system import SystemSampler
+
+    proc = subprocess.Popen([sys.executable, "-c", BURN.format(s=2.0)])
+    try:
+        time.sleep(0.2)
+        sampler = SystemSampler()
+        sampler.open()
+        time.sleep(0.1)
+        readings = []
+        for _ in range(5):  # a regular sample, then a burst of boundary samples
+            time.sleep(0.1)
+            for _ in range(10):
+                readings.append(sampler.collect().get("sys_cpu_percent"))
+                time.sleep(0.002)
+    finally:
+        proc.kill()
+        proc.wait()
+    seen = [r for r in readings if r is not None]
+    assert 5 <= len(seen) < len(readings)
+    assert min(seen) > 100 / psutil.cpu_count() / 2  # the busy core is always in it

@@ -43,7 +43,7 @@ def test_disturbed_runs_are_left_out_and_their_reasons_grouped() -> None:
 def test_included_disturbed_runs_are_kept_and_said_to_count() -> None:
     screened = screen(_runs(), include_disturbed=True)
     assert len(screened.kept) == 6 and screened.disturbed == 3
-    assert screened.notes()[0].startswith("Kept at your request (--include-disturbed): 3 "
+    assert screened.notes()[0].startswith("Kept with --include-disturbed: 3 "
                                           "disturbed runs")
 
 

@@ -85,7 +85,7 @@ def test_disturbed_runs_decide_no_winner_unless_included(tracking: str, tmp_path
     counted = _recommend(tracking, "--include-disturbed")
     assert counted["separation"]["separated"] and "a clear winner" in counted["answer"]
     assert {e["run_id"] for e in counted["evidence"]} == set(fast)
-    assert counted["notes"][0].startswith("Kept at your request (--include-disturbed): 2 ")
+    assert counted["notes"][0].startswith("Kept with --include-disturbed: 2 ")
     report = _compare(tracking, tmp_path / "included", "--include-disturbed")
     assert "| pytorch | 4 |" in report and "a clear winner" in report
 
@@ -142,3 +142,23 @@ def test_memory_is_the_frameworks_own_peak(tracking: str, tmp_path: Path, object
             if line.startswith(("| pytorch |", "| tensorflow |"))}
     assert rows == {"| pytorch": "100", "| tensorflow": "300"}
     assert "Peak memory of 4 runs is their whole process tree's" in report
+
+
+def test_compare_with_every_run_disturbed_says_why_in_one_line_and_exits_1(
+    tracking: str, tmp_path: Path
+) -> None:
+    _log(tracking, "pytorch", [1.0, 1.1], validity=["disturbed", "disturbed"])
+    done = CliRunner().invoke(cli, ["compare", "--experiment", tracking, "--output",
+                                    str(tmp_path / "report"), "--no-run"])
+    assert done.exit_code == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("mlflow-dlaas: error: nothing to compare: all 2 finished runs were "
+                           "disturbed by other work on this machine (other processes used")
+    assert "add --include-disturbed to compare them anyway" in line
+    assert not (tmp_path / "report").exists()
+    kept = CliRunner().invoke(cli, ["compare", "--experiment", tracking, "--output",
+                                    str(tmp_path / "report"), "--no-run",
+                                    "--include-disturbed"])
+    assert kept.exit_code == 0, kept.output
+    assert "Kept with --include-disturbed: 2 disturbed runs" in \
+        (tmp_path / "report" / "report.html").read_text()
