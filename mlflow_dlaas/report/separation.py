@@ -1,12 +1,16 @@
-"""Is the best configuration told apart from the next best, or could the gap be noise?
+"""Is the best configuration told apart from the next best, and by a gap that matters?
 
 A rank test on the replicates of both: Mann-Whitney U, two-sided. It assumes nothing about
-the shape of the spread, which on a shared machine is skewed by bursts of other load.
+the shape of the spread, which on a shared machine is skewed by bursts of other load. With
+many replicates any difference separates, so a winner also needs an effect: its median
+ahead of the next best's by at least :data:`MIN_EFFECT`; a smaller gap is "no meaningful
+difference", with both medians shown.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +20,8 @@ from scipy.stats import mannwhitneyu
 ALPHA = 0.05
 #: replicates each configuration needs before the test is tried at all
 MIN_REPLICATES = 3
+#: the smallest gap between medians, relative to the next best's, that counts as an effect
+MIN_EFFECT = 0.05
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,20 @@ class Separation:
     separated: bool
     text: str
     p_value: float | None = None
+    #: the rank test separated them, but the medians are less than MIN_EFFECT apart
+    small_effect: bool = False
+
+
+def relative_gap(a: Sequence[float], b: Sequence[float]) -> float:
+    """How far ``a``'s median lies from ``b``'s, relative to ``b``'s (NaN where b's is 0)."""
+    below = statistics.median(b)
+    return abs(statistics.median(a) - below) / abs(below) if below else math.nan
+
+
+def meaningful(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether the medians are at least :data:`MIN_EFFECT` apart."""
+    gap = relative_gap(a, b)
+    return math.isnan(gap) or gap >= MIN_EFFECT
 
 
 def best_possible_p(n: int, m: int) -> float:
@@ -48,8 +68,16 @@ def separate(best: Sequence[float], next_best: Sequence[float] | None,
                           f"the next best {m}; a winner needs at least {MIN_REPLICATES} of "
                           "each, so repeat the runs")
     p = float(mannwhitneyu(best, next_best, alternative="two-sided").pvalue)
+    gap = relative_gap(best, next_best)
+    if p < ALPHA and not meaningful(best, next_best):
+        return Separation(False, f"no meaningful difference from the next best: medians "
+                          f"{statistics.median(best):.4g} vs {statistics.median(next_best):.4g}"
+                          f", {gap:.1%} apart, below the {MIN_EFFECT:.0%} minimum (the rank "
+                          f"test separates them: p = {p:.2g}, {n} vs {m} {runs_label})", p,
+                          small_effect=True)
     if p < ALPHA:
-        return Separation(True, f"a clear winner: better than the next best beyond the noise "
+        ahead = f"{gap:.0%} ahead of" if not math.isnan(gap) else "better than"
+        return Separation(True, f"a clear winner: {ahead} the next best beyond the noise "
                           f"(rank test p = {p:.2g} < {ALPHA}, {n} vs {m} {runs_label})", p)
     floor = best_possible_p(n, m)
     if floor >= ALPHA:

@@ -18,7 +18,7 @@ from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.report.plots import Plot, draw, missing
 from mlflow_dlaas.report.publish import ARTIFACT_DIR
 from mlflow_dlaas.report.render_html import STYLE
-from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES
+from mlflow_dlaas.report.separation import ALPHA, MIN_EFFECT, MIN_REPLICATES
 from mlflow_dlaas.report.tables import MIB
 from mlflow_dlaas.reproduce.runner import ClaimResult
 from mlflow_dlaas.reproduce.verdicts import MEMORY, SATURATION_GAIN, Comparison
@@ -37,12 +37,14 @@ RULES = (
     f"Each comparison is a two-sided Mann-Whitney U test between the runs of two settings: "
     f"separated when p < {ALPHA} with at least {MIN_REPLICATES} counted runs a side "
     f"(mlflow_dlaas/report/separation.py); 4 runs a side are the fewest that can reach it.",
-    "A part of a claim holds when its tests separate the settings in the claimed direction; "
-    "it does not hold when a test separates them the other way (or another runtime or "
-    "setting is separated ahead); otherwise it is not separable (too few runs, or spreads "
-    "that overlap).",
-    "A claim holds when every part holds, does not hold when any part does not, and is not "
-    "separable otherwise.",
+    f"A part of a claim holds when its tests separate the settings in the claimed direction "
+    f"and their medians lie at least {MIN_EFFECT:.0%} apart (the minimum effect); it does not "
+    f"hold when a test separates them the other way by that much (or another runtime or "
+    f"setting is separated ahead); it is no meaningful difference when the tests separate "
+    f"them by less (both medians are shown); otherwise it is not separable (too few runs, or "
+    f"spreads that overlap). Ratios read a over b, in words: 1.20x slower, 1.25x faster.",
+    "A claim holds when every part holds, does not hold when any part does not, is no "
+    "meaningful difference when its open parts all are, and is not separable otherwise.",
     f"Throughput saturates when it grows up to batch 32 (separated) and by less than "
     f"{(SATURATION_GAIN - 1) * 100:.0f} % (median ratio) from batch 64 to the largest batch.",
     f"Energy against throughput: Spearman's rank correlation, p < {ALPHA}.",
@@ -187,7 +189,7 @@ def _slug(verdict: str) -> str:
 
 VERDICT_STYLE = """
 .holds { background: #e3f4e3; } .does-not-hold { background: #fbe3e3; }
-.not-separable { background: #fbf3e6; } .not-measurable-here
+.not-separable, .no-meaningful-difference { background: #fbf3e6; } .not-measurable-here
 { background: #eee; color: #555; } td, th { text-align: left; vertical-align: top; }
 """
 

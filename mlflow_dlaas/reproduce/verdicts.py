@@ -4,13 +4,17 @@ A claim is split into parts; each part is decided by rank tests (the report's ru
 two-sided Mann-Whitney U, p below ``ALPHA`` with at least ``MIN_REPLICATES`` valid runs a
 side, :mod:`mlflow_dlaas.report.separation`) between the runs of two settings:
 
-- a part **holds** when the tests it needs separate the settings in the claimed direction;
-- it **does not hold** when a test separates them in the opposite direction (or, for a
-  ranking, another runtime or setting is separated ahead);
+- a part **holds** when the tests it needs separate the settings in the claimed direction,
+  by an effect of at least ``MIN_EFFECT`` (medians 5 % apart);
+- it **does not hold** when a test separates them in the opposite direction by such an
+  effect (or, for a ranking, another runtime or setting is separated ahead);
+- it is **no meaningful difference** when the tests separate the settings but by less than
+  the minimum effect (with many replicates any difference separates);
 - it is **not separable** otherwise: too few runs, or spreads that overlap (p >= ALPHA).
 
-A claim holds when every part holds, does not hold when any part does not, and is not
-separable otherwise. The judges below take the finished, valid runs of one host.
+A claim holds when every part holds, does not hold when any part does not, is no meaningful
+difference when its open parts all are, and is not separable otherwise. The judges below
+take the finished, valid runs of one host.
 """
 
 from __future__ import annotations
@@ -25,11 +29,19 @@ from scipy.stats import spearmanr
 
 from mlflow_dlaas.report.derived import ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.report import Workloads
-from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES, best_possible_p, separate
+from mlflow_dlaas.report.separation import (
+    ALPHA,
+    MIN_EFFECT,
+    MIN_REPLICATES,
+    best_possible_p,
+    relative_gap,
+    separate,
+)
 
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
 NOT_SEPARABLE = "not separable"
+NO_MEANINGFUL_DIFFERENCE = "no meaningful difference"
 NOT_MEASURABLE = "not measurable here"
 
 TRAIN_TIME = "metrics.train_time_seconds"
@@ -48,6 +60,14 @@ RUNTIME_SETTINGS = ("batch_size", "params.intra_op_threads", "params.graph_optim
 DEFAULTS = ("", "default")
 #: beyond this median gain from batch 64 to the largest batch, throughput still grows
 SATURATION_GAIN = 1.10
+#: per metric, how a ratio above 1 and one below 1 read in words ("1.20x slower")
+DIRECTION_WORDS = {TRAIN_TIME: ("slower", "faster"), P50: ("slower", "faster"),
+                   ACCURACY: ("more accurate", "less accurate"),
+                   MEMORY: ("more memory", "less memory"), CPU_PERCENT: ("more CPU", "less CPU"),
+                   THROUGHPUT: ("higher throughput", "lower throughput"),
+                   ENERGY_1000: ("more energy", "less energy"),
+                   COPIES_THROUGHPUT: ("higher throughput", "lower throughput"),
+                   COPIES_MEMORY: ("more memory", "less memory")}
 SHORT = {TRAIN_TIME: "train time", ACCURACY: "accuracy", MEMORY: "peak memory",
          CPU_PERCENT: "CPU % while training", P50: "single-stream p50",
          THROUGHPUT: "offline throughput", ENERGY_1000: "energy per 1,000 predictions",
@@ -65,6 +85,8 @@ class Comparison:
     run_ids: tuple[str, ...]
     separated: bool
     p_value: float | None
+    #: separated by the test, but the medians are less than MIN_EFFECT apart
+    small_effect: bool = False
 
     @property
     def ratio(self) -> float:
@@ -87,6 +109,9 @@ class Comparison:
         if min(n, m) < MIN_REPLICATES:
             return f"too few valid runs ({n} vs {m}; {MIN_REPLICATES} a side needed)"
         p = f"p = {self.p_value:.2g}" if self.p_value is not None else "p = —"
+        if self.small_effect:
+            return (f"no meaningful difference: {relative_gap(self.a, self.b):.1%} apart, "
+                    f"below the {MIN_EFFECT:.0%} minimum (separated: {p}, {n} vs {m} runs)")
         if self.separated:
             return f"separated ({p} < {ALPHA}, {n} vs {m} runs)"
         floor = best_possible_p(n, m)
@@ -133,8 +158,9 @@ def combine(parts: Sequence[Part]) -> Verdict:
                        tuple(parts))
     open_parts = [p for p in parts if p.outcome != HOLDS]
     if open_parts:
-        return Verdict(NOT_SEPARABLE, "; ".join(f"{p.text}: {p.why}" for p in open_parts),
-                       tuple(parts))
+        small = all(p.outcome == NO_MEANINGFUL_DIFFERENCE for p in open_parts)
+        return Verdict(NO_MEANINGFUL_DIFFERENCE if small else NOT_SEPARABLE,
+                       "; ".join(f"{p.text}: {p.why}" for p in open_parts), tuple(parts))
     return Verdict(HOLDS, "; ".join(f"{p.text}: {p.why}" for p in parts), tuple(parts))
 
 
@@ -144,7 +170,7 @@ def compare(what: str, metric: str, a: pd.DataFrame, b: pd.DataFrame) -> Compari
     got_b, ids_b = _values(b, metric)
     verdict = separate(got_a, got_b)
     return Comparison(what, metric, tuple(got_a), tuple(got_b), (*ids_a, *ids_b),
-                      verdict.separated, verdict.p_value)
+                      verdict.separated, verdict.p_value, verdict.small_effect)
 
 
 def _values(rows: pd.DataFrame, metric: str) -> tuple[list[float], list[str]]:
@@ -184,6 +210,10 @@ def _part_any(text: str, comparisons: list[Comparison], want: int | None = None)
     if bad:
         return Part(text, DOES_NOT_HOLD, f"{bad[0].what}, the other way: {_fold(bad[0])}",
                     tuple(comparisons))
+    small = [c for c in comparisons if c.small_effect]
+    if small:
+        return Part(text, NO_MEANINGFUL_DIFFERENCE, f"{small[0].what}, {_fold(small[0])}",
+                    tuple(comparisons))
     return Part(text, NOT_SEPARABLE, f"{comparisons[0].what}: {comparisons[0].outcome()}",
                 tuple(comparisons))
 
@@ -195,7 +225,7 @@ def _part_all(text: str, groups: dict[str, list[Comparison]], want: int | None =
         return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
     judged = {name: _part_any(text, found, want) for name, found in groups.items()}
     comparisons = tuple(c for part in judged.values() for c in part.comparisons)
-    for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE):
+    for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE, NO_MEANINGFUL_DIFFERENCE):
         failing = [p.why for p in judged.values() if p.outcome == outcome]
         if failing:
             return Part(text, outcome, "; ".join(failing), comparisons)
@@ -203,7 +233,19 @@ def _part_all(text: str, groups: dict[str, list[Comparison]], want: int | None =
 
 
 def _fold(c: Comparison) -> str:
-    return f"{c.ratio:.2f}x ({c.outcome()})"
+    """The ratio with its direction in words: ``1.20x slower (separated ...)``."""
+    return f"{in_words(c.ratio, c.metric)} ({c.outcome()})"
+
+
+def in_words(ratio: float, metric: str) -> str:
+    """``ratio`` (a over b) as a person says it: ``1.20x slower`` for 1.2 on a time, ``1.25x
+    faster`` for 0.8; ``1.00x, equal``; a plain ``0.97x`` for a metric without words."""
+    if math.isnan(ratio) or ratio <= 0:
+        return f"{ratio:.2f}x"
+    up, down = DIRECTION_WORDS.get(metric, ("larger", "smaller"))
+    if round(ratio, 2) == 1.0:
+        return "1.00x, equal"
+    return f"{ratio:.2f}x {up}" if ratio > 1 else f"{1 / ratio:.2f}x {down}"
 
 
 def _by_system(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -78,3 +78,20 @@ def test_constraints_apply_to_medians_and_say_what_they_excluded() -> None:
     none = recommend(runs, parse_goal("train_time"), (parse_bound("peak_memory<=1MiB"),))
     assert not none.found and none.excluded == {"peak_memory<=1MiB": 2}
     assert "no configuration qualifies (2 considered" in none.sentence()
+
+
+def test_a_separated_gap_below_the_minimum_effect_is_no_winner() -> None:
+    """With enough replicates any gap separates; 2 % is not a reason to choose a framework."""
+    answer = recommend(_runs({"pytorch": [1.00, 1.001, 1.002, 1.003, 1.004],
+                              "tensorflow": [1.02, 1.021, 1.022, 1.023, 1.024]}),
+                       parse_goal("train_time"))
+    assert answer.best["system"] == "pytorch"
+    assert not answer.separation.separated and answer.separation.small_effect
+    assert answer.separation.text.startswith(
+        "no meaningful difference from the next best: medians 1.002 vs 1.022, 2.0% apart, "
+        "below the 5% minimum (the rank test separates them: p = 0.0079")
+
+
+def test_a_clear_winner_says_by_how_much() -> None:
+    verdict = separate([1.0, 1.1, 1.2, 1.3], [2.0, 2.1, 2.2, 2.3])
+    assert verdict.separated and verdict.text.startswith("a clear winner: 47% ahead of")

@@ -237,3 +237,21 @@ def test_plans_say_their_time_before_they_start(monkeypatch: pytest.MonkeyPatch)
     assert said[0].startswith("reproduce --quick: 6 studies, 76 runs; fits in 20 minutes on 2 "
                               "cores")
     assert said[1].startswith("reproduce --full: 6 studies, 250 runs; estimated 287 min (4.8 h)")
+
+
+def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
+    """Peak memory 95.81 vs 95.71 MiB separates with enough runs; it is no finding."""
+    from mlflow_dlaas.reproduce.verdicts import MEMORY, NO_MEANINGFUL_DIFFERENCE, compare, in_words
+
+    a = pd.DataFrame({"run_id": ["a1", "a2", "a3", "a4"], MEMORY: [95.81, 95.82, 95.83, 95.84]})
+    b = pd.DataFrame({"run_id": ["b1", "b2", "b3", "b4"], MEMORY: [95.71, 95.70, 95.72, 95.73]})
+    tiny = compare("peak memory: pytorch vs tensorflow", MEMORY, a, b)
+    assert tiny.small_effect and tiny.direction == 0
+    assert tiny.outcome().startswith("no meaningful difference: 0.1% apart, below the 5% "
+                                     "minimum (separated: p = 0.029, 4 vs 4 runs)")
+    from mlflow_dlaas.reproduce.verdicts import _part_any
+
+    assert _part_any("memory differs", [tiny]).outcome == NO_MEANINGFUL_DIFFERENCE
+    assert in_words(1.2, "metrics.train_time_seconds") == "1.20x slower"
+    assert in_words(0.8, "metrics.train_time_seconds") == "1.25x faster"
+    assert in_words(1.001, MEMORY) == "1.00x, equal"
