@@ -100,7 +100,8 @@ class ResourceMonitor:
                 live.append(sampler)
             except SourceUnavailable as e:
                 self._unavailable[sampler.name] = str(e)
-                log.info("monitor source %s unavailable: %s", sampler.name, e)
+                # expected (no GPU, no RAPL): the run's tags say it; the console need not
+                log.debug("monitor source %s unavailable: %s", sampler.name, e)
         self._samplers = live
         self._t0 = time.perf_counter()
         self._wall0 = time.time()

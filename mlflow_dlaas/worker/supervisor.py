@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -36,6 +37,14 @@ from mlflow_dlaas.worker.lifeline import stop_process_tree
 from mlflow_dlaas.worker.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
 
 TAIL_LINES = 40
+#: the worker's last lines kept for the run's log (its console shows fewer: :data:`OWN_LINE`)
+KEPT_LINES = 2000
+#: Set (to anything but 0) to see the worker's whole output on the console, framework
+#: chatter included; it is always in the run's ``worker/output_tail.txt``.
+VERBOSE_ENV = "MLFLOW_DLAAS_VERBOSE"
+#: Lines the console shows by default: mlflow-dlaas's own log lines and messages.
+OWN_LINE = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (__main__|mlflow_dlaas[\w.]*): "
+                      r"|mlflow-dlaas")
 OUTPUT_ARTIFACT = "worker/output_tail.txt"
 #: Every statistic of the run that is not a metric: the workload's details, the validity
 #: figures and the monitor's whole summary.
@@ -74,7 +83,7 @@ class _Supervision:
         self.launch, self.run_id, self.worker = launch, run_id, worker
         self.workdir = worker.workdir
         self.inbox: queue.Queue[Message | None] = queue.Queue()
-        self.output: collections.deque[str] = collections.deque(maxlen=TAIL_LINES * 5)
+        self.output: collections.deque[str] = collections.deque(maxlen=KEPT_LINES)
         self.result: dict[str, Any] = {}
         self.details: dict[str, Any] = {}
         self.error: Message | None = None
@@ -114,10 +123,15 @@ class _Supervision:
         return WorkerOutcome(self.result, result, verdict)
 
     def _tee(self, stream: IO[bytes]) -> None:
+        """Keep every line for the run's log; show ours on the console (all with
+        :data:`VERBOSE_ENV`): TensorFlow's absl and oneDNN notes, progress bars and library
+        warnings stay in ``worker/output_tail.txt``."""
+        verbose = os.environ.get(VERBOSE_ENV, "0") not in ("", "0")
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace")
             self.output.append(line)
-            sys.stderr.write(line)
+            if verbose or OWN_LINE.match(line):
+                sys.stderr.write(line)
         sys.stderr.flush()
 
     def _read(self, fd: int, monitor: ResourceMonitor) -> None:

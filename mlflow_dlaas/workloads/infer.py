@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -42,9 +43,39 @@ from mlflow_dlaas.worker.supervisor import run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"
+#: The figures the end of a run prints, where it measured them: (metric, how it reads).
+HEADLINE = (("offline/throughput_samples_per_second", "offline {:,.0f} samples/s"),
+            ("multi_stream/latency_p99_ms", "multi-stream p99 {:.2f} ms"),
+            ("server/max_qps_within_p99_bound", "server {:,.1f} queries/s within the p99 bound"),
+            ("server/latency_p99_ms", "server p99 {:.2f} ms"),
+            ("ensemble/throughput_samples_per_second", "ensemble {:,.0f} samples/s"))
+_SINGLE_P50 = re.compile(r"single_stream/batch_(\d+)/latency_p50_ms")
 
 
-def run_inference(config: InferConfig) -> str:
+@dataclass(frozen=True)
+class InferenceResult:
+    """The run and the figures it logged (metric -> value)."""
+
+    run_id: str
+    runtime: str
+    figures: dict[str, float]
+
+    def summary(self) -> str:
+        """One line for the console: the headline figures the run measured."""
+        shown = []
+        batches = sorted(int(m.group(1)) for m in map(_SINGLE_P50.fullmatch, self.figures) if m)
+        if batches:
+            at = f"single_stream/batch_{batches[0]}/latency_"
+            p99 = self.figures.get(f"{at}p99_ms")
+            shown.append(f"single-stream p50 {self.figures[f'{at}p50_ms']:.3f} ms"
+                         + (f", p99 {p99:.3f} ms" if p99 is not None else "")
+                         + f" at batch {batches[0]}")
+        shown += [text.format(self.figures[key]) for key, text in HEADLINE
+                  if key in self.figures]
+        return f"run {self.run_id}: {self.runtime}: {', '.join(shown) or 'no headline figure'}"
+
+
+def run_inference(config: InferConfig) -> InferenceResult:
     """Benchmark per ``config`` in the active (or a new) run; the run always ends."""
     runtime = get_runtime(config.runtime)
     configure_tracking(announce=False)
@@ -68,7 +99,8 @@ def run_inference(config: InferConfig) -> str:
         run_worker(launch, run_id)
         describe_active_run(f"Inference: {config.model} on {config.runtime}",
                             _key_settings(config))
-    return run_id
+    return InferenceResult(run_id, config.runtime,
+                           dict(mlflow.MlflowClient().get_run(run_id).data.metrics))
 
 
 def _served_model(config: InferConfig) -> str:
@@ -115,14 +147,13 @@ def _prepare_source(config: InferConfig, consumes: str, directory: Path) -> None
                             f"{done.stderr.strip()[-2000:]}")
 
 
-def _infer(params: Mapping[str, str]) -> str:
+def _infer(params: Mapping[str, str]) -> InferenceResult:
     return run_inference(InferConfig.from_params(params))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of every project's ``infer``."""
-    return run_entry_point("infer", argv, _infer,
-                           lambda run_id: f"run {run_id}: inference benchmark done")
+    return run_entry_point("infer", argv, _infer, InferenceResult.summary)
 
 
 if __name__ == "__main__":
