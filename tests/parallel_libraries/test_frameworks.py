@@ -104,10 +104,23 @@ def test_tensorflow_runs_with_jemalloc_and_onednn_off(tracking: str) -> None:
 
 
 def test_tensorflow_refuses_an_openmp_runtime_it_does_not_use(tracking: str) -> None:
+    """Refused before the worker starts: under `mlflow run` the run ends FAILED saying why;
+    run directly, the entry refuses it with exit 2 and makes no run."""
     _need("tensorflow")
-    run = _train(tracking, "tensorflow", openmp_runtime="intel")
+    out = mlflow_run("tensorflow", tracking, {**TINY, "openmp_runtime": "intel"})
+    assert out.returncode != 0 and "TensorFlow uses no OpenMP" in out.stderr
+    (run,) = runs_of(tracking)
     assert run.info.status == "FAILED"
     assert "TensorFlow uses no OpenMP" in run.data.tags[REASON_TAG]
+    args = [part for k, v in {**TINY, "openmp_runtime": "intel"}.items()
+            for part in (f"--{k}", str(v))]
+    direct = subprocess.run([sys.executable, "-m", "mlflow_dlaas.workloads.train",
+                             "--framework", "tensorflow", *args], capture_output=True,
+                            text=True, timeout=600,
+                            env={**os.environ, "PYTHONPATH": str(ROOT),
+                                 "MLFLOW_EXPERIMENT_NAME": tracking})
+    assert direct.returncode == 2 and "TensorFlow uses no OpenMP" in direct.stderr
+    assert len(runs_of(tracking)) == 1
 
 
 def test_mxnet_runs_on_intel_openmp_and_jemalloc_in_its_own_virtualenv(tracking: str) -> None:
