@@ -56,9 +56,18 @@ class Recommendation:
             why = ", ".join(f"{n} by {k}" for k, n in self.excluded.items()) or "no runs"
             return (f"{wanted}: no configuration qualifies ({self.considered} considered; "
                     f"excluded: {why})")
-        setting = ", ".join(f"{k}={v}" for k, v in self.best.items())
         verdict = f"; {self.separation.text}" if self.separation else ""
-        return f"{wanted}: {setting} -> {self.value}{verdict}"
+        return f"{wanted}: {self.winner()} -> {self.value}{verdict}"
+
+    def winner(self) -> str:
+        """The best configuration by name: its system, then only the settings in which it
+        differs from a runner-up (those all candidates share say nothing)."""
+        differing = [f"{k}={v}" for k, v in self.best.items() if k != "system"
+                     and any(other.get(k) != v for other, _ in self.runners_up)]
+        name = self.best.get("system", "")
+        if not differing:
+            return name or "the only configuration"
+        return f"{name} with {', '.join(differing)}" if name else ", ".join(differing)
 
 
 def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: float,

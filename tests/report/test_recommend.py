@@ -95,3 +95,13 @@ def test_a_separated_gap_below_the_minimum_effect_is_no_winner() -> None:
 def test_a_clear_winner_says_by_how_much() -> None:
     verdict = separate([1.0, 1.1, 1.2, 1.3], [2.0, 2.1, 2.2, 2.3])
     assert verdict.separated and verdict.text.startswith("a clear winner: 47% ahead of")
+
+
+def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None:
+    rows = _runs({"pytorch": [1.0, 1.1, 1.2, 1.3], "tensorflow": [2.0, 2.1, 2.2, 2.3]})
+    rows["params.log_model"] = "True"  # the same for every candidate: not worth a word
+    rows["params.batch_size"] = ["64"] * 4 + ["32"] * 4
+    answer = recommend(rows, parse_goal("train_time"))
+    assert answer.sentence().startswith(
+        "minimize train_time (train_time_seconds): pytorch with batch_size=64 -> 1.15 (median")
+    assert "log_model" not in answer.sentence()
