@@ -20,6 +20,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
     closest_infeasible,
@@ -283,9 +284,13 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
                                    f"{', '.join(not_finite)}")
     for key, spread in spreads.items():
         trial.set_user_attr(f"range_{key}", spread)
+    observed = [_median(outcomes, c.metric) or 0.0 for c in spec.constraints]
     if spec.constraints:
         record_constraints(study, trial._trial_id,
-                           [c.violation(_median(outcomes, c.metric)) for c in spec.constraints])
+                           [c.violation(v) for c, v in zip(spec.constraints, observed,
+                                                           strict=True)])
+    save_trial_note(trial, trial_note(spec, trial_params, [
+        (o.run_id, run_url(experiment_id, o.run_id)) for o in outcomes], values, observed))
     _tell(study, trial, values)
     return TrialState.COMPLETE
 

@@ -75,8 +75,13 @@ def test_the_dashboard_names_the_objective_and_links_each_trial_to_its_run(
             page.goto(f"{url}/dashboard/studies/1/trials")
             page.get_by_text("mlflow_run_url").first.wait_for(timeout=WAIT_MS)
             shown = page.inner_text("body")
+            page.get_by_text("MLflow runs").first.wait_for(timeout=WAIT_MS)  # the note
+            links = page.eval_on_selector_all("a", "found => found.map(a => a.href)")
         finally:
             browser.close()
     linked = {run_id for run_id in trials
               if f"/#/experiments/{experiment.experiment_id}/runs/{run_id}" in shown}
     assert linked, shown[:3000]  # the trial on screen links to its real run
+    clickable = {run_id for run_id in trials for link in links
+                 if link.endswith(f"/#/experiments/{experiment.experiment_id}/runs/{run_id}")}
+    assert clickable, links  # the trial's note links to its run, as a link
