@@ -28,7 +28,7 @@ DEMO_EXPERIMENT = "dlaas-demo"
 REPORT_DIR = "dlaas-reports/demo"
 TRAIN = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
          "learning_rate": 0.01, "momentum": 0.9, "target_accuracy": 0.9}
-INFER = {"batch_sizes": "1,8,32", "scenarios": "single_stream,offline",
+INFER = {"batch_sizes": "1,8,32", "scenarios": "single_stream,offline,server",
          "min_query_count": 100, "min_duration_s": 1.0}
 #: framework -> MLflow Projects environment manager (MXNet needs its own numpy 1.23)
 TRAIN_FRAMEWORKS = {"pytorch": "local", "tensorflow": "local", "mxnet": "virtualenv"}

@@ -58,6 +58,7 @@ def _expected_tables(demo: CommandResult) -> dict[str, str]:
             tables["Parallel libraries"] = "parallel_stats.csv"
     if "infer" in entries:
         tables["Inference"] = "inference_stats.csv"
+        tables["Scenarios per run"] = "scenarios_stats.csv"  # the demo serves with a server
     return tables
 
 
@@ -138,7 +139,7 @@ def test_every_table_builder_keeps_the_statistics_contract(demo: CommandResult,
     assert written.failures == ()
     assert {p.name for p in written.files} >= {"report.html", "report.md", "runs.csv",
                                                "training_stats.csv", "parallel_stats.csv",
-                                               "inference_stats.csv"}
+                                               "inference_stats.csv", "scenarios_stats.csv"}
 
 
 def test_reproduce_writes_its_claims_report_on_the_demo_store(demo: CommandResult) -> None:

@@ -29,6 +29,7 @@ from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, 
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.report.tables import (
     INFERENCE_COLUMNS,
+    SCENARIO_COLUMNS,
     TRAINING_COLUMNS,
     ComparisonTable,
     comparison_table,
@@ -146,12 +147,22 @@ def _inference_table(work: Workloads) -> ComparisonTable | None:
     return comparison_table("Inference (per batch size)", work.inference, INFERENCE_COLUMNS)
 
 
+def _scenario_table(work: Workloads) -> ComparisonTable | None:
+    """Server and multi-stream, measured once per run: where any inference run has them."""
+    runs = work.all[work.all["entry"] == "infer"] if len(work.all) else work.all
+    measured = tuple(c for c in SCENARIO_COLUMNS if c.key in runs and runs[c.key].notna().any())
+    if not measured:
+        return None
+    return comparison_table("Scenarios per run: server and multi-stream", runs, measured)
+
+
 #: Every table a section can hold, in the report's order: (part name, builder). Each builder
 #: gives its table, or None where the runs call for none.
 TABLE_BUILDERS: tuple[tuple[str, Callable[[Workloads], ComparisonTable | None]], ...] = (
     ("Training table", _training_table),
     ("Parallel libraries table", lambda work: libraries_table(work.train)),
     ("Inference table", _inference_table),
+    ("Scenarios table", _scenario_table),
 )
 #: Every plot, in the report's order: (part name, builder of the plot or its missing reason).
 PLOT_BUILDERS: tuple[tuple[str, Callable[[MlflowClient, Workloads], Plot]], ...] = (

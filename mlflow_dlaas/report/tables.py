@@ -45,6 +45,16 @@ INFERENCE_COLUMNS = (
     Column("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0),
     Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
 )
+#: The scenarios measured once per run (not per batch size): server and multi-stream.
+SCENARIO_COLUMNS = (
+    Column("server max QPS within p99 bound", "server/max_qps_within_p99_bound", digits=1),
+    Column("server offered (queries/s)", "server/target_qps", digits=1),
+    Column("server achieved (queries/s)", "server/achieved_qps", digits=1),
+    Column("server p99 (ms)", "server/latency_p99_ms"),
+    Column("server queries", "server/query_count", digits=0),
+    Column("multi-stream p99 (ms)", "multi_stream/latency_p99_ms"),
+    Column("multi-stream queries", "multi_stream/query_count", digits=0),
+)
 #: The columns every table's statistics carry, whatever the section: who (``system``), how
 #: many runs (``runs``) and which (``run_ids``, a list of MLflow run ids). The CSVs, the HTML
 #: and the recommendations rely on them.
