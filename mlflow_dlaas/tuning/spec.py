@@ -23,6 +23,8 @@ PRUNERS = ("none", "median", "hyperband")
 ENV_MANAGERS = ("local", "virtualenv", "uv")
 DIRECTIONS = ("maximize", "minimize")
 CONSTRAINT_OPS = (">=", "<=")
+#: the largest magnitude an int range may reach (a batch size of 10^300 trains nothing)
+MAX_INT_BOUND = 2**31 - 1
 #: vary: replicate r of a trial runs with the trial's seed + r; fixed: all with the trial's seed.
 REPLICATE_SEEDS = ("vary", "fixed")
 #: The seed the train and infer entry points use when none is given.
@@ -328,19 +330,40 @@ def _dimension(name: str, d: Any) -> Dimension:
     if kind not in ("float", "int"):
         raise ConfigError(f"study spec: {where}.type: {kind!r} is not one of float, int, "
                           "categorical")
-    try:
-        low, high = float(d["low"]), float(d["high"])
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"study spec: {where}: {kind} needs numeric low and high") from None
+    low, high = (_finite(d.get(k), f"{where}.{k}") for k in ("low", "high"))
     if not low < high:
         raise ConfigError(f"study spec: {where}: low ({low}) must be below high ({high})")
-    log = bool(d.get("log", False))
+    log = d.get("log", False)
+    if not isinstance(log, bool):
+        raise ConfigError(f"study spec: {where}.log: write true or false (unquoted), got "
+                          f"{log!r}")
     if log and low <= 0:
         raise ConfigError(f"study spec: {where}: log scale needs low > 0")
-    step = d.get("step")
+    step = None if d.get("step") is None else _finite(d["step"], f"{where}.step")
+    if step is not None and step <= 0:
+        raise ConfigError(f"study spec: {where}.step: must be > 0, got {step:g}")
     if kind == "int" and (not low.is_integer() or not high.is_integer()):
         raise ConfigError(f"study spec: {where}: int bounds must be integers")
-    return Dimension(name, kind, low, high, log, None if step is None else float(step))
+    if kind == "int" and max(abs(low), abs(high)) > MAX_INT_BOUND:
+        raise ConfigError(f"study spec: {where}: int bounds must lie within "
+                          f"±{MAX_INT_BOUND:,}, got {low:g} to {high:g}")
+    return Dimension(name, kind, low, high, log, step)
+
+
+def _finite(value: Any, where: str) -> float:
+    """``value`` as a finite number, else a one-line error naming ``where``. A numeric
+    string counts (YAML reads ``1e-4``, without a dot, as one)."""
+    number = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number):
+        raise ConfigError(f"study spec: {where}: must be a finite number, got {value!r}")
+    return number
 
 
 def _objective(index: int, o: Any) -> Objective:
@@ -360,10 +383,7 @@ def _constraint(index: int, c: Any) -> Constraint:
         raise ConfigError(f"study spec: {where}: give {{metric: accuracy, op: '>=', value: 0.9}}")
     if c["op"] not in CONSTRAINT_OPS:
         raise ConfigError(f"study spec: {where}.op: {c['op']!r} is not one of >=, <=")
-    try:
-        value = float(c["value"])
-    except (TypeError, ValueError):
-        raise ConfigError(f"study spec: {where}.value: must be a number") from None
+    value = _finite(c["value"], f"{where}.value")
     return Constraint(METRIC_ALIASES.get(c["metric"], c["metric"]), c["op"], value)
 
 

@@ -206,3 +206,39 @@ def test_a_bad_spec_exits_2_in_one_line_and_creates_nothing(
     assert out.stderr.startswith("mlflow-dlaas: error: study spec: ")
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no store, no study
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"constraints": [{"metric": "accuracy", "op": ">=", "value": float("nan")}]},
+         r"constraints\[0\].value: must be a finite number, got nan"),
+        ({"constraints": [{"metric": "accuracy", "op": ">=", "value": "high"}]},
+         r"constraints\[0\].value: must be a finite number, got 'high'"),
+        ({"search_space": {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1,
+                                             "log": "false"}}},
+         "search_space.learning_rate.log: write true or false"),
+        ({"search_space": {"learning_rate": {"type": "float", "low": 0.001,
+                                             "high": float("inf")}}},
+         "search_space.learning_rate.high: must be a finite number, got inf"),
+        ({"search_space": {"batch_size": {"type": "int", "low": 8, "high": 64, "step": "abc"}}},
+         "search_space.batch_size.step: must be a finite number, got 'abc'"),
+        ({"search_space": {"batch_size": {"type": "int", "low": 8, "high": 64, "step": 0}}},
+         "search_space.batch_size.step: must be > 0"),
+        ({"search_space": {"batch_size": {"type": "int", "low": 8, "high": 1e300}}},
+         "search_space.batch_size: int bounds must lie within"),
+    ],
+)
+def test_numbers_and_booleans_are_typed_strictly(change: dict, message: str) -> None:
+    """A NaN bound would make every trial feasible, "false" would turn log scale on, 1e300
+    would train a batch of 10^300: each is one line, exit 2, before anything runs."""
+    with pytest.raises(ConfigError, match=message):
+        parse_spec({**GOOD, **change})
+
+
+def test_yaml_exponents_without_a_dot_are_numbers() -> None:
+    """PyYAML reads ``1e-4`` as a string; a spec that writes it so is still a number."""
+    spec = parse_spec({**GOOD, "search_space": {
+        "learning_rate": {"type": "float", "low": "1e-4", "high": "1e-1", "log": True}}})
+    (dimension,) = [d for d in spec.search_space if d.name == "learning_rate"]
+    assert (dimension.low, dimension.high, dimension.log) == (1e-4, 0.1, True)
