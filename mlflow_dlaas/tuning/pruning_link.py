@@ -5,8 +5,10 @@ The study driver passes where the trial lives (storage URL, study name, trial id
 metric pruned on) in one environment variable, never in params or tags: a storage URL may
 carry a password. The entry process takes the variable out of its environment before the
 measured worker starts, so the worker neither sees it nor imports Optuna. The storage is
-opened in a thread while the worker starts (importing Optuna and opening an RDB storage
-takes seconds), and waited for at the first epoch's end.
+opened once the worker has started (importing Optuna and opening an RDB storage takes
+seconds, while the worker imports its framework), in this process's main thread: importing
+Optuna in a second thread while the main one imports MLflow raced on SQLAlchemy's modules
+("partially initialized module 'sqlalchemy.util'") and failed the trial.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from mlflow_dlaas.errors import DlaasError, WorkloadError
 
 #: The driver's message to a trial's entry process (JSON).
 PRUNING_ENV = "DLAAS_PRUNING"
@@ -36,21 +39,32 @@ def pruning_environment(*, storage_url: str, study_name: str, trial_id: int, pru
 class PruningLink:
     """One Optuna trial, as seen from its entry process."""
 
-    opening: Future[Any]  # the optuna.Trial
+    link: Mapping[str, Any]  # the driver's message
     metric: str
     pruner: str
+    _trial: Any = field(default=None, repr=False)  # the optuna.Trial, once opened
 
     @classmethod
     def from_environment(cls) -> PruningLink | None:
-        """The link the driver asked for (the variable removed), being opened; or None."""
+        """The link the driver asked for (the variable removed), not yet opened; or None."""
         raw = os.environ.pop(PRUNING_ENV, None)
         if not raw:
             return None
         link = json.loads(raw)
-        executor = ThreadPoolExecutor(1, thread_name_prefix="dlaas-pruning")
-        opening = executor.submit(_open_trial, link)
-        executor.shutdown(wait=False)
-        return cls(opening, link["metric"], link["pruner"])
+        return cls(link, link["metric"], link["pruner"])
+
+    def open(self) -> None:
+        """Open the trial in its storage (call it in the main thread, after the worker
+        started); a storage or study that cannot be opened is a :class:`WorkloadError`."""
+        if self._trial is not None:
+            return
+        try:
+            self._trial = _open_trial(self.link)
+        except DlaasError:
+            raise
+        except Exception as e:  # the study's storage: a vendor error, said once here
+            raise WorkloadError(f"cannot open trial {self.link['trial_id']} of study "
+                                f"{self.link['study']!r} for pruning: {e}") from e
 
     def check(self, step: int, metrics: Mapping[str, float]) -> str | None:
         """Report the epoch's value; None to go on, or why the trial is pruned (the run is
@@ -58,7 +72,8 @@ class PruningLink:
         value = metrics.get(self.metric)
         if value is None:
             return None
-        trial = self.opening.result()  # raises what opening the storage raised
+        self.open()
+        trial = self._trial
         trial.report(float(value), step)
         if not trial.should_prune():
             return None

@@ -30,11 +30,10 @@ MEASURED_PHASES = ("train", "eval", "test")
 HEADLINE_PHASES = ("train",)
 
 
-def training_launch(config: TrainConfig) -> WorkerLaunch:
-    """How to start the worker for ``config``; a study's pruner, where the driver linked
-    one, decides after each epoch."""
+def training_launch(config: TrainConfig, pruning: PruningLink | None) -> WorkerLaunch:
+    """How to start the worker for ``config``; ``pruning``, where a study's driver linked
+    its pruner, decides after each epoch."""
     adapter = get_framework(config.framework)
-    pruning = PruningLink.from_environment()  # before the worker starts: it must not see it
     return WorkerLaunch(
         module=WORKER, argv=as_cli_params(config.as_params()),
         environment=worker_environment(config.parallelism,
@@ -48,8 +47,12 @@ def training_launch(config: TrainConfig) -> WorkerLaunch:
 def _start(params: Mapping[str, str], cleanup: contextlib.ExitStack
            ) -> tuple[TrainConfig, WorkerLaunch, StartedWorker]:
     config = TrainConfig.from_params(params)
-    launch = training_launch(config)
-    return config, launch, cleanup.enter_context(StartedWorker(launch))
+    pruning = PruningLink.from_environment()  # before the worker starts: it must not see it
+    launch = training_launch(config, pruning)
+    started = cleanup.enter_context(StartedWorker(launch))
+    if pruning is not None:
+        pruning.open()  # while the worker imports its framework; before MLflow is imported
+    return config, launch, started
 
 
 def _train(started: tuple[TrainConfig, WorkerLaunch, StartedWorker]) -> Any:
