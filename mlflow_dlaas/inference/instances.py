@@ -20,6 +20,7 @@ import os
 import queue as queues
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlflow_dlaas.errors import ConfigError, WorkloadError
@@ -232,7 +233,8 @@ def _load_instance(config: InferConfig, index: int, cores: tuple[int, ...], resu
 
     def serve(scenario: str, barrier: Any) -> list[Measurement]:
         measured = []
-        for size, run in _plan(scenario, predict, data, config, rule):
+        logs = lambda size: infer_worker.loadgen_dir(scenario, size) / f"instance_{index}"  # noqa: E731
+        for size, run in _plan(scenario, predict, data, config, rule, logs):
             barrier.wait()  # every instance starts this measurement together
             measured.append((size, run()))
         return measured
@@ -241,15 +243,17 @@ def _load_instance(config: InferConfig, index: int, cores: tuple[int, ...], resu
 
 
 def _plan(scenario: str, predict: scenarios.Predictor, data: Any, config: InferConfig,
-          rule: scenarios.StoppingRule) -> list[tuple[int, Callable[[], LatencyResult]]]:
-    """The measurements of ``scenario``: (batch size or samples per query, how to run it)."""
+          rule: scenarios.StoppingRule, logs: Callable[[int], Path]
+          ) -> list[tuple[int, Callable[[], LatencyResult]]]:
+    """The measurements of ``scenario``: (batch size or samples per query, how to run it);
+    ``logs(size)`` is where LoadGen writes each test's logs."""
     if scenario == "single_stream":
-        return [(b, lambda b=b: scenarios.single_stream(predict, data[:b], rule))
+        return [(b, lambda b=b: scenarios.single_stream(predict, data[:b], rule, logs(b)))
                 for b in config.batch_sizes]
     if scenario == "offline":
-        return [(b, lambda b=b: scenarios.offline(predict, data, b, rule))
+        return [(b, lambda b=b: scenarios.offline(predict, data, b, rule, logs(b)))
                 for b in config.batch_sizes]
     if scenario == "multi_stream":
         n = config.multi_stream_samples
-        return [(n, lambda: scenarios.multi_stream(predict, data, n, rule))]
+        return [(n, lambda: scenarios.multi_stream(predict, data, n, rule, logs(n)))]
     raise ConfigError(f"instances run {', '.join(LAYOUT_SCENARIOS)}, not {scenario}")

@@ -10,9 +10,10 @@ is no estimate at all.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -72,6 +73,38 @@ def early_stopping_estimate(latencies: np.ndarray, p: float = 0.99) -> float | N
     return float(ordered[n - lo])
 
 
+#: LoadGen's own name of each rule, in its detail log, and how we say it was missed.
+LOADGEN_RULES = {"result_min_duration_met": "min duration not met",
+                 "result_min_queries_met": "min queries not met",
+                 "result_perf_constraints_met": "latency bound not met",
+                 "early_stopping_met": "early stopping not satisfied"}
+
+
+@dataclass(frozen=True)
+class LoadgenVerdict:
+    """LoadGen's judgement of one test: VALID, or INVALID with the rules it missed."""
+
+    valid: bool
+    shortfalls: tuple[str, ...] = ()
+
+    @classmethod
+    def from_detail(cls, detail: Mapping[str, Any]) -> LoadgenVerdict:
+        """The verdict in LoadGen's detail log (its ``key -> value`` records)."""
+        missed = [text for key, text in LOADGEN_RULES.items() if detail.get(key) is False]
+        if detail.get("early_stopping_met") is False and detail.get("early_stopping_result"):
+            missed[-1] += f" ({' '.join(str(detail['early_stopping_result']).split())})"
+        return cls(detail.get("result_validity") == "VALID", tuple(missed))
+
+    @classmethod
+    def all_of(cls, verdicts: Sequence[LoadgenVerdict]) -> LoadgenVerdict:
+        """One verdict for tests run side by side (instances): VALID when every one was."""
+        missed = tuple(dict.fromkeys(s for v in verdicts for s in v.shortfalls))
+        return cls(all(v.valid for v in verdicts), missed)
+
+    def __str__(self) -> str:
+        return "VALID" if self.valid else "INVALID: " + ("; ".join(self.shortfalls) or "?")
+
+
 @dataclass(frozen=True)
 class LatencyResult:
     """Percentiles from raw per-query latencies, in milliseconds."""
@@ -91,12 +124,15 @@ class LatencyResult:
     p99_early_stopping_ms: float | None = None
     #: the raw per-query latencies (ns) behind it, for pooling results of several processes
     latencies_ns: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: MLPerf LoadGen's verdict on the test; None where no LoadGen ran it (ensembles)
+    loadgen: LoadgenVerdict | None = None
 
     PERCENTILES: ClassVar[tuple[int, ...]] = (50, 90, 95, 99)
 
     @classmethod
     def from_samples(cls, latencies_ns: list[int] | np.ndarray, *, duration_s: float,
-                     samples_per_query: int) -> LatencyResult:
+                     samples_per_query: int, loadgen: LoadgenVerdict | None = None
+                     ) -> LatencyResult:
         ms = np.asarray(latencies_ns, dtype=np.float64) / 1e6
         if ms.size == 0:
             raise ValueError("no latency samples")
@@ -105,7 +141,7 @@ class LatencyResult:
                    float(ms.std(ddof=1)) if ms.size > 1 else 0.0, int(ms.size), duration_s,
                    samples_per_query, tuple(float(v) for v in np.percentile(ms, CDF_POINTS)),
                    early_stopping_estimate(ms, 0.99),
-                   np.asarray(latencies_ns, dtype=np.int64))
+                   np.asarray(latencies_ns, dtype=np.int64), loadgen)
 
     @classmethod
     def pooled(cls, results: list[LatencyResult]) -> LatencyResult:
@@ -115,9 +151,11 @@ class LatencyResult:
         missing = [r for r in results if r.latencies_ns is None]
         if missing or not results:
             raise ValueError("pooling needs every result's raw latencies")
+        verdicts = [r.loadgen for r in results if r.loadgen is not None]
         return cls.from_samples(np.concatenate([r.latencies_ns for r in results]),
                                 duration_s=max(r.duration_s for r in results),
-                                samples_per_query=results[0].samples_per_query)
+                                samples_per_query=results[0].samples_per_query,
+                                loadgen=LoadgenVerdict.all_of(verdicts) if verdicts else None)
 
     @property
     def samples(self) -> int:

@@ -1,24 +1,43 @@
-"""MLPerf LoadGen-style scenarios over a predictor: single-stream, multi-stream, offline,
-server (with dynamic batching).
+"""MLPerf's scenarios over a predictor, run by MLPerf's own LoadGen (:mod:`loadgen`):
+single-stream, multi-stream, offline, server (with dynamic batching), and the server's
+highest rate within a p99 bound.
 
-Every scenario runs its warm-up queries first and apart, then stops only when both the
-minimum query count and the minimum duration are reached. Inputs are a numpy array or a
-:class:`~mlflow_dlaas.inference.feed.Feed` (several named inputs), sliced alike.
+Every scenario runs its warm-up queries first and apart (they also tell LoadGen how long a
+query takes, so that it plans its test), then LoadGen issues queries until both the minimum
+query count and the minimum duration are reached and judges the test VALID or INVALID. A
+server or multi-stream test runs at least :data:`P99_MIN_QUERIES` queries, the fewest for
+which LoadGen's early-stopping rule can accept a p99. Inputs are a numpy array or a
+:class:`~mlflow_dlaas.inference.feed.Feed` (several named inputs), sliced alike. In
+performance mode a query's samples are served from prepared batches of its size (the values
+do not change the time; LoadGen checks no output here).
+
+Co-located ensembles serve several streams at once in one process, which LoadGen (one test
+per process) cannot drive: :func:`timed_single_stream` is their hand-written loop, checked
+against LoadGen's single-stream in the tests.
 """
 
 from __future__ import annotations
 
+import math
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.inference.latency import LatencyResult
+from mlflow_dlaas.inference.latency import LatencyResult, early_stopping_min_queries
+from mlflow_dlaas.inference.loadgen import TestSpec, complete, run_test
 
 #: Takes a batch (an array, or a Feed of several inputs) and returns the first output.
 Predictor = Callable[[Any], np.ndarray]
+#: Fewer queries than this cannot give LoadGen's early-stopping p99 (662).
+P99_MIN_QUERIES = early_stopping_min_queries(0.99)
+#: The server rate search stops probing after this many seconds (each probe is a LoadGen test).
+SEARCH_BUDGET_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -33,39 +52,94 @@ class StoppingRule:
         return queries >= self.min_queries and elapsed_s >= self.min_duration_s
 
 
-#: Fewer queries than this leave no sample above the 99th percentile: its p99 is a maximum.
-P99_MIN_QUERIES = 100
+def rule_shortfalls(label: str, result: LatencyResult) -> list[str]:
+    """How ``result`` falls short of LoadGen's rules (empty when LoadGen judged it VALID)."""
+    if result.loadgen is None or result.loadgen.valid:
+        return []
+    return [f"{label}: {s}" for s in result.loadgen.shortfalls] or [f"{label}: INVALID"]
 
 
-def rule_shortfalls(label: str, result: LatencyResult, rule: StoppingRule) -> list[str]:
-    """How ``result`` falls short of the scenario's own rules (empty when it met them)."""
-    found = []
-    if result.count < rule.min_queries:
-        found.append(f"{label}: {result.count} queries < min_query_count {rule.min_queries}")
-    if result.duration_s < rule.min_duration_s:
-        found.append(f"{label}: {result.duration_s:.2f} s < min_duration_s "
-                      f"{rule.min_duration_s:g}")
-    if result.count < P99_MIN_QUERIES:
-        found.append(f"{label}: p99 rests on {result.count} queries (< {P99_MIN_QUERIES})")
-    return found
+class _Window:
+    """Per-query latencies and the measured window, from the first query's start (or
+    arrival) to the last one's completion."""
+
+    def __init__(self) -> None:
+        self.latencies_ns: list[int] = []
+        self.first_ns: int | None = None
+        self.last_ns = 0
+
+    def record(self, start_ns: int, end_ns: int, queries: int = 1) -> None:
+        self.first_ns = start_ns if self.first_ns is None else min(self.first_ns, start_ns)
+        self.last_ns = max(self.last_ns, end_ns)
+        self.latencies_ns.extend([end_ns - start_ns] * queries)
+
+    @property
+    def duration_s(self) -> float:
+        return 0.0 if self.first_ns is None else (self.last_ns - self.first_ns) / 1e9
 
 
-def _warm_up(predict: Predictor, x: Any, rule: StoppingRule) -> None:
-    for _ in range(rule.warmup_queries):
-        predict(x)
-
-
-def single_stream(predict: Predictor, x: Any, rule: StoppingRule) -> LatencyResult:
-    """One query (of ``len(x)`` samples) at a time; the next starts when one completes."""
-    _warm_up(predict, x, rule)
-    latencies: list[int] = []
-    start = time.perf_counter_ns()
-    while not rule.done(len(latencies), (time.perf_counter_ns() - start) / 1e9):
+def _warm_up(predict: Predictor, x: Any, rule: StoppingRule) -> float:
+    """Run the warm-up queries (at least one); the median seconds one took."""
+    took = []
+    for _ in range(max(1, rule.warmup_queries)):
         t0 = time.perf_counter_ns()
         predict(x)
-        latencies.append(time.perf_counter_ns() - t0)
-    duration = (time.perf_counter_ns() - start) / 1e9
-    return LatencyResult.from_samples(latencies, duration_s=duration, samples_per_query=len(x))
+        took.append((time.perf_counter_ns() - t0) / 1e9)
+    return float(np.median(took))
+
+
+#: LoadGen plans a test's query count from how long a query is expected to take; a plan
+#: that expects slower queries than come ends before the minimum duration. The warm-up's
+#: estimate is scaled by this margin, and a test that still ends short is run once more,
+#: planned from the rate it measured.
+PLAN_MARGIN = 1.25
+
+
+def _planned_test(attempt: Callable[[float], LatencyResult], seconds_per_query: float
+                  ) -> LatencyResult:
+    """``attempt(expected seconds per query)``, planned from the warm-up's time, and once
+    more from the measured mean when LoadGen found the test shorter than its minimum."""
+    result = attempt(max(seconds_per_query / PLAN_MARGIN, 1e-7))
+    if result.loadgen is not None and "min duration not met" in result.loadgen.shortfalls:
+        result = attempt(max(result.duration_s / result.count / PLAN_MARGIN, 1e-7))
+    return result
+
+
+def single_stream(predict: Predictor, x: Any, rule: StoppingRule, log_dir: Path
+                  ) -> LatencyResult:
+    """One query (of ``len(x)`` samples) at a time; LoadGen issues the next when one
+    completes."""
+
+    def attempt(expected_s: float) -> LatencyResult:
+        window = _Window()
+
+        def issue(samples: list[Any]) -> None:
+            t0 = time.perf_counter_ns()
+            predict(x)
+            window.record(t0, time.perf_counter_ns())
+            complete(samples)
+
+        spec = TestSpec("single_stream", rule.min_queries, rule.min_duration_s,
+                        expected_latency_s=expected_s)
+        verdict = run_test(spec, issue, 1, log_dir)
+        return LatencyResult.from_samples(window.latencies_ns, duration_s=window.duration_s,
+                                          samples_per_query=len(x), loadgen=verdict)
+
+    return _planned_test(attempt, _warm_up(predict, x, rule))
+
+
+def timed_single_stream(predict: Predictor, x: Any, rule: StoppingRule) -> LatencyResult:
+    """Single-stream without LoadGen, for streams served side by side in one process
+    (ensembles): back to back until both the count and the duration are reached."""
+    _warm_up(predict, x, rule)
+    window = _Window()
+    start = time.perf_counter_ns()
+    while not rule.done(len(window.latencies_ns), (time.perf_counter_ns() - start) / 1e9):
+        t0 = time.perf_counter_ns()
+        predict(x)
+        window.record(t0, time.perf_counter_ns())
+    return LatencyResult.from_samples(window.latencies_ns, duration_s=window.duration_s,
+                                      samples_per_query=len(x))
 
 
 def _batches(data: Any, size: int) -> list[Any]:
@@ -74,23 +148,39 @@ def _batches(data: Any, size: int) -> list[Any]:
     return found or [data[np.resize(np.arange(len(data)), size)]]
 
 
-def offline(predict: Predictor, data: Any, batch_size: int, rule: StoppingRule
-            ) -> LatencyResult:
-    """All samples available at once: batches back to back, cycling through ``data``."""
+def offline(predict: Predictor, data: Any, batch_size: int, rule: StoppingRule,
+            log_dir: Path) -> LatencyResult:
+    """All samples available at once: LoadGen issues them in one query and the system
+    serves them in batches of ``batch_size``, back to back. ``rule.min_queries`` counts
+    batches. A last part smaller than a batch is served first, outside the measured window,
+    so that every measured query holds ``batch_size`` samples."""
     batches = _batches(data, batch_size)
-    _warm_up(predict, batches[0], rule)
-    latencies: list[int] = []
-    start = time.perf_counter_ns()
-    while not rule.done(len(latencies), (time.perf_counter_ns() - start) / 1e9):
-        t0 = time.perf_counter_ns()
-        predict(batches[len(latencies) % len(batches)])
-        latencies.append(time.perf_counter_ns() - t0)
-    duration = (time.perf_counter_ns() - start) / 1e9
-    return LatencyResult.from_samples(latencies, duration_s=duration, samples_per_query=batch_size)
+
+    def attempt(expected_s: float) -> LatencyResult:
+        window = _Window()
+
+        def issue(samples: list[Any]) -> None:
+            rest = len(samples) % batch_size
+            if rest:
+                predict(batches[0][:rest])
+                complete(samples[:rest])
+            for i, first in enumerate(range(rest, len(samples), batch_size)):
+                t0 = time.perf_counter_ns()
+                predict(batches[i % len(batches)])
+                window.record(t0, time.perf_counter_ns())
+                complete(samples[first : first + batch_size])
+
+        spec = TestSpec("offline", rule.min_queries * batch_size, rule.min_duration_s,
+                        expected_qps=batch_size / expected_s)
+        verdict = run_test(spec, issue, len(data), log_dir)
+        return LatencyResult.from_samples(window.latencies_ns, duration_s=window.duration_s,
+                                          samples_per_query=batch_size, loadgen=verdict)
+
+    return _planned_test(attempt, _warm_up(predict, batches[0], rule))
 
 
 def multi_stream(predict: Predictor, data: Any, samples_per_query: int, rule: StoppingRule,
-                 *, max_batch: int = 0) -> LatencyResult:
+                 log_dir: Path, *, max_batch: int = 0) -> LatencyResult:
     """MLPerf multi-stream (LoadGen 1.1 and later): queries of ``samples_per_query`` samples
     issued back to back, each as soon as the previous one completed; latency per query (its
     p99 is the scenario's figure). The system serves a query's samples in batches of
@@ -98,18 +188,26 @@ def multi_stream(predict: Predictor, data: Any, samples_per_query: int, rule: St
     queries = _batches(data, samples_per_query)
     step = max_batch or samples_per_query
     parts = [[q[i : i + step] for i in range(0, samples_per_query, step)] for q in queries]
-    _warm_up(lambda query: [predict(part) for part in query], parts[0], rule)
-    latencies: list[int] = []
-    start = time.perf_counter_ns()
-    while not rule.done(len(latencies), (time.perf_counter_ns() - start) / 1e9):
-        query = parts[len(latencies) % len(parts)]
-        t0 = time.perf_counter_ns()
-        for part in query:
-            predict(part)
-        latencies.append(time.perf_counter_ns() - t0)
-    duration = (time.perf_counter_ns() - start) / 1e9
-    return LatencyResult.from_samples(latencies, duration_s=duration,
-                                      samples_per_query=samples_per_query)
+
+    def attempt(expected_s: float) -> LatencyResult:
+        window = _Window()
+
+        def issue(samples: list[Any]) -> None:
+            query = parts[len(window.latencies_ns) % len(parts)]
+            t0 = time.perf_counter_ns()
+            for part in query:
+                predict(part)
+            window.record(t0, time.perf_counter_ns())
+            complete(samples)
+
+        spec = TestSpec("multi_stream", max(rule.min_queries, P99_MIN_QUERIES),
+                        rule.min_duration_s, expected_latency_s=expected_s,
+                        samples_per_query=samples_per_query)
+        verdict = run_test(spec, issue, len(data), log_dir)
+        return LatencyResult.from_samples(window.latencies_ns, duration_s=window.duration_s,
+                                          samples_per_query=samples_per_query, loadgen=verdict)
+
+    return _planned_test(attempt, _warm_up(lambda q: [predict(p) for p in q], parts[0], rule))
 
 
 @dataclass(frozen=True)
@@ -119,89 +217,181 @@ class ServerResult:
     achieved_qps: float
     mean_batch_size: float = 1.0  # queries served per model call (dynamic batching)
 
+    @property
+    def valid(self) -> bool:
+        """LoadGen judged the test VALID (the bound, the counts, early stopping)."""
+        return self.latency.loadgen is not None and self.latency.loadgen.valid
 
-def server(predict: Predictor, pool: Any, target_qps: float, rule: StoppingRule, *,
-           seed: int = 0, max_batch: int = 1, max_wait_s: float = 0.0) -> ServerResult:
-    """Poisson arrivals of one-sample queries at ``target_qps``, served in arrival order by
-    one worker. With ``max_batch > 1`` the worker batches dynamically: when it is free, it
-    waits until ``max_batch`` queries are queued or the oldest has waited ``max_wait_s``,
-    then serves every queued query (at most ``max_batch``) as one batch. Latency runs from a
-    query's arrival to the completion of its batch. ``pool`` holds at least ``max_batch``
-    samples."""
+
+class _DynamicBatcher:
+    """The server's one serving thread: queries in arrival order; with ``max_batch > 1``,
+    once free it waits until ``max_batch`` queries are queued or the oldest has waited
+    ``max_wait_s``, then serves every queued query (at most ``max_batch``) as one batch."""
+
+    def __init__(self, predict: Predictor, pool: Any, max_batch: int, max_wait_s: float
+                 ) -> None:
+        self.predict, self.pool, self.max_batch = predict, pool, max_batch
+        self.max_wait_ns = int(max_wait_s * 1e9)
+        self.arrivals: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
+        self.window = _Window()
+        self.calls = 0
+        self.error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="dlaas-server", daemon=True)
+        self._thread.start()
+
+    def issue(self, samples: list[Any]) -> None:
+        now = time.perf_counter_ns()
+        for sample in samples:
+            self.arrivals.put((now, sample))
+
+    def close(self) -> None:
+        self.arrivals.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _next_batch(self) -> list[tuple[int, Any]]:
+        first = self.arrivals.get()
+        if first is None:
+            self._closed = True
+            return []
+        batch = [first]
+        while len(batch) < self.max_batch:
+            wait_ns = first[0] + self.max_wait_ns - time.perf_counter_ns()
+            try:
+                item = (self.arrivals.get_nowait() if wait_ns <= 0
+                        else self.arrivals.get(timeout=wait_ns / 1e9))
+            except queue.Empty:
+                break
+            if item is None:
+                self._closed = True
+                break
+            batch.append(item)
+        return batch
+
+    def _serve(self) -> None:
+        while not self._closed:
+            batch = self._next_batch()
+            if not batch:
+                continue
+            if self.error is None:
+                try:
+                    self.predict(self.pool[: len(batch)])
+                except BaseException as e:  # noqa: BLE001 - raised by close()
+                    self.error = e
+            done = time.perf_counter_ns()
+            for arrived, _ in batch:
+                self.window.record(arrived, done)
+            self.calls += 1
+            complete([sample for _, sample in batch])
+
+
+def server(predict: Predictor, pool: Any, target_qps: float, rule: StoppingRule,
+           log_dir: Path, *, p99_bound_ms: float = 0.0, seed: int = 0, max_batch: int = 1,
+           max_wait_s: float = 0.0) -> ServerResult:
+    """LoadGen's Server scenario: Poisson arrivals of one-sample queries at ``target_qps``,
+    served by one thread (:class:`_DynamicBatcher`); latency runs from a query's arrival to
+    the completion of its batch. ``p99_bound_ms`` is LoadGen's target latency (0: none, and
+    only the counts and early stopping judge the test). ``pool`` holds at least
+    ``max_batch`` samples."""
     if max_batch < 1 or len(pool) < max_batch:
         raise ValueError(f"max_batch must be in 1..{len(pool)}, got {max_batch}")
     _warm_up(predict, pool[:1], rule)
     for size in range(2, max_batch + 1):  # every batch shape once, before any timing
         predict(pool[:size])
-    rng = np.random.default_rng(seed)
-    count = max(rule.min_queries, int(np.ceil(rule.min_duration_s * target_qps)))
-    arrivals_s = np.cumsum(rng.exponential(1.0 / target_qps, count))
-    while arrivals_s[-1] < rule.min_duration_s:  # the last query is issued after the minimum
-        more = rng.exponential(1.0 / target_qps, max(16, count // 4))
-        arrivals_s = np.concatenate((arrivals_s, arrivals_s[-1] + np.cumsum(more)))
-    count = len(arrivals_s)
-    arrivals_ns = (arrivals_s * 1e9).astype(np.int64)
-    latencies = np.empty(count, dtype=np.int64)
-    calls, first = 0, 0
-    start = time.perf_counter_ns()
+    batcher = _DynamicBatcher(predict, pool, max_batch, max_wait_s)
+    spec = TestSpec("server", max(rule.min_queries, P99_MIN_QUERIES), rule.min_duration_s,
+                    target_qps=target_qps, target_latency_s=p99_bound_ms / 1000.0, seed=seed)
+    try:
+        verdict = run_test(spec, batcher.issue, len(pool), log_dir)
+    finally:
+        batcher.close()
+    window = batcher.window
+    result = LatencyResult.from_samples(window.latencies_ns, duration_s=window.duration_s,
+                                        samples_per_query=1, loadgen=verdict)
+    return ServerResult(result, target_qps, result.count / max(window.duration_s, 1e-9),
+                        result.count / max(batcher.calls, 1))
 
-    def sleep_until(offset_ns: int) -> None:
-        wait_ns = start + offset_ns - time.perf_counter_ns()
-        if wait_ns > 0:
-            time.sleep(wait_ns / 1e9)
 
-    while first < count:
-        sleep_until(int(arrivals_ns[first]))
-        if max_batch > 1:  # the batch closes when full or when the oldest has waited enough
-            full_at = int(arrivals_ns[min(first + max_batch, count) - 1])
-            sleep_until(min(full_at, int(arrivals_ns[first]) + int(max_wait_s * 1e9)))
-        now = time.perf_counter_ns() - start
-        arrived = int(np.searchsorted(arrivals_ns[first : first + max_batch], now, "right"))
-        last = first + max(1, arrived)
-        predict(pool[: last - first])
-        done = time.perf_counter_ns() - start
-        latencies[first:last] = done - arrivals_ns[first:last]
-        first, calls = last, calls + 1
-    duration = (time.perf_counter_ns() - start) / 1e9
-    result = LatencyResult.from_samples(latencies, duration_s=duration, samples_per_query=1)
-    return ServerResult(result, target_qps, count / duration, count / calls)
+@dataclass(frozen=True)
+class RateSearch:
+    """The server's highest rate within a p99 bound, and every probe (a LoadGen test)."""
+
+    best_qps: float | None  # None: no probed rate met the bound
+    probes: tuple[ServerResult, ...]
+    stopped_early: bool  # the time budget ran out before the search converged
+
+    def describe_failure(self, p99_bound_ms: float) -> str:
+        """Why there is no rate, in one line (for the run's tag)."""
+        rates = sorted(p.target_qps for p in self.probes)
+        tried = f"{rates[0]:.3g} to {rates[-1]:.3g} queries/s" if rates else "no rate"
+        return (f"no rate met p99 <= {p99_bound_ms:g} ms: LoadGen judged every probe "
+                f"INVALID ({len(rates)} probes, {tried})")
+
+
+#: ``report(probe, seconds_left)``: called after each probe of a rate search.
+ProbeReport = Callable[[ServerResult, float], None]
 
 
 def max_rate_within_bound(predict: Predictor, pool: Any, p99_bound_ms: float,
-                          start_qps: float, rule: StoppingRule, *, probes: int = 6,
+                          start_qps: float, rule: StoppingRule, log_dir: Path, *,
+                          precision: float = 0.1, budget_s: float = SEARCH_BUDGET_S,
+                          report: ProbeReport | None = None, first: ServerResult | None = None,
                           seed: int = 0, max_batch: int = 1, max_wait_s: float = 0.0
-                          ) -> tuple[float, list[ServerResult]]:
-    """The highest Poisson rate whose p99 latency stayed within the bound, and every probe.
+                          ) -> RateSearch:
+    """The highest Poisson rate that LoadGen judged VALID with the bound as its target p99.
 
-    From ``start_qps`` the rate doubles until the bound breaks (or halves until it holds),
-    then ``probes`` bisection steps narrow the edge. The answer is the highest rate of all
-    probes that met the bound (0.0 when none did): a noisy probe can never make it lower
-    than a rate that was seen to meet it."""
+    From ``start_qps`` the rate doubles until a test is INVALID (or halves until one is
+    VALID), then bisects until the two rates are within ``precision`` of each other. A probe
+    is started only when its planned length fits in what is left of ``budget_s``. The
+    answer is the highest VALID rate of all probes (None when there was none): a noisy
+    probe can never make it lower than a rate that was seen to meet the bound."""
+    deadline = time.monotonic() + budget_s
     tried: list[ServerResult] = []
+    stopped = False
 
-    def meets(rate: float) -> bool:
-        result = server(predict, pool, rate, rule, seed=seed, max_batch=max_batch,
-                        max_wait_s=max_wait_s)
-        tried.append(result)
-        return result.latency.p99_ms <= p99_bound_ms
-
-    low, high = 0.0, start_qps
-    if meets(start_qps):
-        while high <= 1e6:
-            low, high = high, high * 2
-            if not meets(high):
-                break
-    else:
-        for _ in range(probes):
-            high /= 2
-            if meets(high):
-                low, high = high, high * 2
-                break
-    for _ in range(probes if low > 0 else 0):
-        middle = (low + high) / 2
-        if meets(middle):
-            low = middle
+    def valid_at(rate: float) -> bool | None:
+        nonlocal stopped
+        planned = max(rule.min_duration_s, max(rule.min_queries, P99_MIN_QUERIES) / rate)
+        if first is not None and not tried:
+            probe = first
+        elif tried and time.monotonic() + planned > deadline:
+            stopped = True
+            return None
         else:
-            high = middle
-    best = max((r.target_qps for r in tried if r.latency.p99_ms <= p99_bound_ms), default=0.0)
-    return best, tried
+            probe = server(predict, pool, rate, rule, log_dir / f"probe_{len(tried) + 1}",
+                           p99_bound_ms=p99_bound_ms, seed=seed, max_batch=max_batch,
+                           max_wait_s=max_wait_s)
+        tried.append(probe)
+        if report is not None:
+            report(probe, max(0.0, deadline - time.monotonic()))
+        return probe.valid
+
+    low, high = _bracket(valid_at, start_qps)
+    while low is not None and high is not None and high > low * (1 + precision):
+        middle = math.sqrt(low * high)
+        answer = valid_at(middle)
+        if answer is None:
+            break
+        low, high = (middle, high) if answer else (low, middle)
+    best = max((p.target_qps for p in tried if p.valid), default=None)
+    return RateSearch(best, tuple(tried), stopped)
+
+
+def _bracket(valid_at: Callable[[float], bool | None], start: float
+             ) -> tuple[float | None, float | None]:
+    """A VALID rate and an INVALID one twice or half as high (None where not found)."""
+    answer = valid_at(start)
+    if answer is None:
+        return None, None
+    step = 2.0 if answer else 0.5
+    known, rate = start, start
+    while True:
+        rate *= step
+        again = valid_at(rate)
+        if again is None or rate > 1e6 or rate < 1e-3:
+            return (known, None) if answer else (None, known)
+        if again != answer:
+            return (known, rate) if answer else (rate, known)
+        known = rate

@@ -48,6 +48,7 @@ INFERENCE_COLUMNS = (
 #: The scenarios measured once per run (not per batch size): server and multi-stream.
 SCENARIO_COLUMNS = (
     Column("server max QPS within p99 bound", "server/max_qps_within_p99_bound", digits=1),
+    Column("server p99 at max QPS (ms)", "server/latency_p99_at_max_qps_ms"),
     Column("server offered (queries/s)", "server/target_qps", digits=1),
     Column("server achieved (queries/s)", "server/achieved_qps", digits=1),
     Column("server p99 (ms)", "server/latency_p99_ms"),

@@ -5,8 +5,10 @@ as ``python -m mlflow_dlaas.workloads.infer_worker --runtime onnxruntime --batch
 with the parallel settings already in its environment and affinity; imports no MLflow.
 Metrics carry the same keys for every runtime; per batch size they are reported with
 step = batch size and under ``{scenario}/batch_{size}/...``. Each scenario's latency CDF is
-the artifact ``latency/cdf.csv``; tag ``dlaas.scenario_rules`` says whether every scenario
-met its own rules (queries, duration, enough queries for its p99).
+the artifact ``latency/cdf.csv``. MLPerf's LoadGen runs every test
+(:mod:`~mlflow_dlaas.inference.scenarios`): its summary and detail logs are the artifacts
+``loadgen/{scenario}_batch_{size}/``, tag ``dlaas.loadgen_result`` is ``VALID`` when it
+judged every test VALID, and tag ``dlaas.scenario_rules`` names each rule a test missed.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from mlflow_dlaas.worker.main import serve
 log = logging.getLogger(__name__)
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
 CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
+LOADGEN_ARTIFACT_DIR = "loadgen"
+LOADGEN_DIR_ENV = "DLAAS_LOADGEN_DIR"
 INSTANCES_ARTIFACT_DIR, INSTANCES_FILE = "instances", "instances.json"
 #: what a scenario runner measured: (scenario, batch size, result) per measurement
 Measured = list[tuple[str, int, LatencyResult]]
@@ -78,6 +82,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
     runtime = get_runtime(config.runtime)
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
                                   config.warmup_queries)
+    loadgen_root()  # before any instance process starts
     with channel.phase("load"):
         t0 = time.perf_counter()
         runtime.load()
@@ -103,10 +108,36 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
             with channel.phase(scenario):
                 measured += SCENARIO_RUNNERS[scenario](channel, predict, data, config, rule)
     _report_totals_and_cdf(channel, measured)
-    shortfalls = [s for name, batch, result in measured
-                  for s in scenarios.rule_shortfalls(f"{name} batch {batch}", result, rule)]
+    _report_loadgen(channel, measured)
+
+
+def loadgen_root() -> Path:
+    """The run's folder of LoadGen logs (its ``loadgen/`` artifacts), named in the
+    environment so that instance processes started afterwards write there too."""
+    if not os.environ.get(LOADGEN_DIR_ENV):
+        os.environ[LOADGEN_DIR_ENV] = str(worker_dir())
+    return Path(os.environ[LOADGEN_DIR_ENV])
+
+
+def loadgen_dir(scenario: str, size: int) -> Path:
+    """Where LoadGen writes the logs of one test."""
+    return loadgen_root() / f"{scenario}_batch_{size}"
+
+
+def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
+    """LoadGen's verdicts as tags, and its logs as artifacts."""
+    judged = [(f"{name} batch {batch}", result) for name, batch, result in measured
+              if result.loadgen is not None]
+    shortfalls = [s for label, result in judged for s in scenarios.rule_shortfalls(label, result)]
+    invalid = sum(1 for _, result in judged if not result.loadgen.valid)
     channel.tags({"dlaas.scenario_rules": "not met: " + "; ".join(shortfalls)
                   if shortfalls else "met"})
+    if judged:
+        channel.tags({"dlaas.loadgen_result": "VALID" if not invalid else
+                      f"INVALID ({invalid} of {len(judged)} tests)"})
+    logs = loadgen_root()
+    if any(logs.iterdir()):
+        channel.artifacts(logs, LOADGEN_ARTIFACT_DIR)
 
 
 def inputs_of(runtime: InferenceRuntime, source: ModelSource, config: InferConfig) -> Any:
@@ -238,7 +269,8 @@ def _single_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: n
                    config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     measured: Measured = []
     for batch in config.batch_sizes:
-        result = scenarios.single_stream(predict, data[:batch], rule)
+        result = scenarios.single_stream(predict, data[:batch], rule,
+                                         loadgen_dir("single_stream", batch))
         _report_batch(channel, "single_stream", batch, result)
         measured.append(("single_stream", batch, result))
     return measured
@@ -248,7 +280,7 @@ def _offline(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndar
              config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     measured: Measured = []
     for batch in config.batch_sizes:
-        result = scenarios.offline(predict, data, batch, rule)
+        result = scenarios.offline(predict, data, batch, rule, loadgen_dir("offline", batch))
         _report_batch(channel, "offline", batch, result)
         measured.append(("offline", batch, result))
     return measured
@@ -259,7 +291,7 @@ def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: An
     """Queries of ``multi_stream_samples`` samples back to back (step = samples per query);
     a model that fixes its batch size takes each query in batches of that size."""
     n = config.multi_stream_samples
-    result = scenarios.multi_stream(predict, data, n, rule)
+    result = scenarios.multi_stream(predict, data, n, rule, loadgen_dir("multi_stream", n))
     _report_batch(channel, "multi_stream", n, result)
     return [("multi_stream", n, result)]
 
@@ -267,32 +299,59 @@ def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: An
 def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
             config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     """One-sample queries at the target rate (default: half of what batch-1 single-stream
-    sustains), batched dynamically when ``server_max_batch`` > 1. Every rate measured (the
+    sustains), batched dynamically when ``server_max_batch`` > 1; with a p99 bound, also the
+    highest rate LoadGen judged VALID under it, each probe printed. Every rate measured (the
     target and each probe of the search) is a point of ``server_load/...`` with
     step = offered queries/s, so MLflow plots latency against offered load."""
     batching = {"max_batch": config.server_max_batch,
-                "max_wait_s": config.server_max_wait_ms / 1000.0}
+                "max_wait_s": config.server_max_wait_ms / 1000.0, "seed": config.seed,
+                "p99_bound_ms": config.server_p99_bound_ms}
     target = config.server_target_qps
     if target <= 0:
-        probe = scenarios.single_stream(predict, data[:1], scenarios.StoppingRule(20, 0.2, 2))
+        probe = scenarios.timed_single_stream(predict, data[:1],
+                                              scenarios.StoppingRule(20, 0.2, 2))
         target = 0.5 * 1000.0 / probe.mean_ms
-    result = scenarios.server(predict, data, target, rule, seed=config.seed, **batching)
+    result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
+                              **batching)
     channel.metrics({**result.latency.metrics("server"), "server/target_qps": target,
                      "server/achieved_qps": result.achieved_qps,
                      "server/mean_batch_size": result.mean_batch_size})
     tried = [result]
-    if config.server_p99_bound_ms > 0:  # its first probe is the target rate again
-        best, tried = scenarios.max_rate_within_bound(
-            predict, data, config.server_p99_bound_ms, target, rule, seed=config.seed,
+    if config.server_p99_bound_ms > 0:
+        del batching["p99_bound_ms"]
+        search = scenarios.max_rate_within_bound(
+            predict, data, config.server_p99_bound_ms, target, rule,
+            loadgen_dir("server_rate_search", 1), report=_say_probe, first=result,
             **batching)
-        channel.metrics({"server/max_qps_within_p99_bound": best,
-                         "server/rate_search_probes": float(len(tried))})
+        tried = list(search.probes)
+        _report_search(channel, search, config.server_p99_bound_ms)
     for point in sorted(tried, key=lambda r: r.target_qps):
         channel.metrics({"server_load/latency_p99_ms": point.latency.p99_ms,
                          "server_load/achieved_qps": point.achieved_qps,
                          "server_load/query_count": float(point.latency.count)},
                         step=max(1, round(point.target_qps)))
     return [("server", 1, result.latency)]
+
+
+def _say_probe(probe: scenarios.ServerResult, seconds_left: float) -> None:
+    log.info("server rate search: %.1f queries/s offered, p99 %.2f ms over %d queries, %s; "
+             "%.0f s of the search left", probe.target_qps, probe.latency.p99_ms,
+             probe.latency.count, "VALID" if probe.valid else "INVALID", seconds_left)
+
+
+def _report_search(channel: WorkerChannel, search: scenarios.RateSearch, bound_ms: float
+                   ) -> None:
+    """The highest VALID rate and the p99 at it; where none was, a tag says so (no metric)."""
+    channel.metrics({"server/rate_search_probes": float(len(search.probes))})
+    if search.best_qps is None:
+        channel.tags({"dlaas.server_rate_search": search.describe_failure(bound_ms)})
+        log.info("server rate search: %s", search.describe_failure(bound_ms))
+        return
+    best = max((p for p in search.probes if p.valid), key=lambda p: p.target_qps)
+    channel.metrics({"server/max_qps_within_p99_bound": best.target_qps,
+                     "server/latency_p99_at_max_qps_ms": best.latency.p99_ms})
+    channel.tags({"dlaas.server_rate_search": "stopped at its time budget"
+                  if search.stopped_early else "converged"})
 
 
 def _ensemble(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
@@ -330,7 +389,7 @@ def _serve_threads(predict: scenarios.Predictor, config: InferConfig, x: np.ndar
     lock = threading.Lock()
 
     def serve(member: scenarios.Predictor) -> None:
-        result = scenarios.single_stream(member, x, rule)
+        result = scenarios.timed_single_stream(member, x, rule)
         with lock:
             results.append(result)
 
@@ -371,7 +430,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
                                   config.warmup_queries)
     queue.put("loaded")
     go.wait()
-    queue.put(scenarios.single_stream(predict, x, rule))
+    queue.put(scenarios.timed_single_stream(predict, x, rule))
 
 
 SCENARIO_RUNNERS = {"single_stream": _single_stream, "multi_stream": _multi_stream,

@@ -1,15 +1,18 @@
-"""Scenario semantics on a predictor whose service time we control."""
+"""Scenario semantics, through MLPerf's LoadGen, on a predictor whose service time we control."""
 
 from __future__ import annotations
 
+import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mlflow_dlaas.inference import latency as latency_module
 from mlflow_dlaas.inference import scenarios
-from mlflow_dlaas.inference.latency import LatencyResult
+from mlflow_dlaas.inference.latency import LatencyResult, LoadgenVerdict, min_passing_queries
+from mlflow_dlaas.inference.loadgen import DETAIL_LOG, SUMMARY_LOG
 
 
 def sleeper(seconds: float):
@@ -33,39 +36,119 @@ def test_percentiles_come_from_raw_samples() -> None:
                                                     "single_stream/query_count"}
 
 
-def test_stopping_needs_both_the_count_and_the_duration() -> None:
+def test_single_stream_runs_through_loadgen_until_the_count_and_the_duration(
+        tmp_path: Path) -> None:
     predict, calls = sleeper(0.001)
     x = np.zeros((2, 1, 4, 4), dtype=np.float32)
-    by_count = scenarios.single_stream(predict, x, scenarios.StoppingRule(50, 0.0, 3))
-    assert by_count.count == 50 and len(calls) == 53  # warm-up kept apart
-    by_time = scenarios.single_stream(predict, x, scenarios.StoppingRule(1, 0.3, 0))
-    assert by_time.duration_s >= 0.3 and by_time.count > 1
+    result = scenarios.single_stream(predict, x, scenarios.StoppingRule(50, 0.3, 3), tmp_path)
+    assert result.count >= 50 and result.duration_s >= 0.3
+    assert result.loadgen == LoadgenVerdict(True)
+    assert len(calls) % (result.count + 3) == 0  # warm-up kept apart (a re-planned test: twice)
+    summary = (tmp_path / SUMMARY_LOG).read_text()
+    assert "Scenario : SingleStream" in summary and "Result is : VALID" in summary
+    assert (tmp_path / DETAIL_LOG).is_file() and not (tmp_path / "mlperf_log_trace.json").exists()
 
 
-def test_offline_cycles_batches_and_counts_samples() -> None:
+def test_loadgen_and_the_hand_written_single_stream_agree(tmp_path: Path) -> None:
+    """Ensembles keep the hand-written loop: on one predictor both give the same median."""
+    predict, _ = sleeper(0.002)
+    x = np.zeros((1, 4), dtype=np.float32)
+    rule = scenarios.StoppingRule(100, 0.3, 3)
+    ours = scenarios.timed_single_stream(predict, x, rule)
+    theirs = scenarios.single_stream(predict, x, rule, tmp_path)
+    assert ours.loadgen is None and theirs.loadgen is not None
+    assert theirs.p50_ms == pytest.approx(ours.p50_ms, rel=0.15)
+
+
+def test_offline_serves_loadgens_samples_in_batches(tmp_path: Path) -> None:
     predict, calls = sleeper(0.0)
     data = np.zeros((40, 1, 4, 4), dtype=np.float32)
-    result = scenarios.offline(predict, data, 8, scenarios.StoppingRule(20, 0.0, 0))
-    assert result.samples_per_query == 8 and set(calls) == {8}
+    result = scenarios.offline(predict, data, 8, scenarios.StoppingRule(20, 0.2, 0), tmp_path)
+    assert result.samples_per_query == 8 and result.count >= 20
+    assert max(calls) == 8 and result.loadgen.valid, result.loadgen
+    assert "Scenario : Offline" in (tmp_path / SUMMARY_LOG).read_text()
 
 
-def test_server_latency_includes_queueing_when_overloaded() -> None:
-    predict, _ = sleeper(0.01)  # capacity about 100 queries/s
+def test_server_latency_includes_queueing_when_overloaded(tmp_path: Path) -> None:
+    predict, _ = sleeper(0.002)  # capacity about 500 queries/s
     x = np.zeros((1, 1, 4, 4), dtype=np.float32)
-    light = scenarios.server(predict, x, 20.0, scenarios.StoppingRule(30, 0.0, 0))
-    heavy = scenarios.server(predict, x, 400.0, scenarios.StoppingRule(60, 0.0, 0))
-    assert light.latency.p50_ms < 20
+    rule = scenarios.StoppingRule(30, 0.0, 0)
+    light = scenarios.server(predict, x, 150.0, rule, tmp_path / "light")
+    heavy = scenarios.server(predict, x, 1500.0, rule, tmp_path / "heavy", p99_bound_ms=20.0)
+    assert light.latency.count >= scenarios.P99_MIN_QUERIES  # enough for early stopping
+    assert light.valid and light.latency.p50_ms < 10
     assert heavy.latency.p99_ms > 3 * light.latency.p99_ms  # requests queue up
-    assert heavy.achieved_qps < 150
+    assert heavy.achieved_qps < 900 and not heavy.valid
+    assert "latency bound not met" in heavy.latency.loadgen.shortfalls
 
 
-def test_rate_search_finds_a_rate_under_the_bound() -> None:
-    predict, _ = sleeper(0.005)
-    x = np.zeros((1, 1, 4, 4), dtype=np.float32)
-    best, tried = scenarios.max_rate_within_bound(predict, x, 30.0, 20.0,
-                                                  scenarios.StoppingRule(40, 0.0, 0), probes=3)
-    assert 0.0 < best < 400.0  # a loaded machine may fail the first probe: then it halves
-    assert len(tried) >= 4
+def test_an_error_while_serving_is_raised_once_loadgen_stops(tmp_path: Path) -> None:
+    def predict(x: np.ndarray) -> np.ndarray:
+        raise RuntimeError("the runtime failed")
+
+    with pytest.raises(RuntimeError, match="the runtime failed"):
+        scenarios.server(lambda x: x, np.zeros((1, 4)), 500.0,
+                         scenarios.StoppingRule(10, 0.0, 0), tmp_path / "ok")
+        raise RuntimeError("the runtime failed")  # the healthy one ran to its end
+    with pytest.raises(RuntimeError, match="the runtime failed"):
+        scenarios.single_stream(lambda x: x, np.zeros((1, 4)),
+                                scenarios.StoppingRule(10, 0.0, 0), tmp_path / "ss-ok")
+        scenarios.offline(predict, np.zeros((8, 4)), 4, scenarios.StoppingRule(10, 0.0, 0),
+                          tmp_path / "off")
+
+
+def test_the_rate_search_finds_the_closed_form_rate_of_a_queue(tmp_path: Path) -> None:
+    """One server with exponential service times of mean 1/mu under Poisson arrivals (M/M/1):
+    a query's time in the system is exponential with rate mu - lam, so the share of queries
+    over the bound B is exp(-(mu - lam) B). LoadGen accepts a test of n queries when at most
+    t(n) of them are over (its early-stopping rule), so the highest rate it can accept is
+    lam = mu - ln(n / t(n)) / B. The service keeps its own clock (a late wake-up shortens
+    the next service), so that the machine's sleep overhead does not change mu."""
+    rng = np.random.default_rng(1)
+    mean_s, clock = 0.001, [0.0]
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        clock[0] = max(time.perf_counter(), clock[0]) + rng.exponential(mean_s)
+        time.sleep(max(0.0, clock[0] - time.perf_counter()))
+        return x
+
+    # a bound of 10 mean service times puts the edge near 40 % load, where busy periods
+    # are short and a test of n queries sees many of them
+    n, bound_ms = 2000, 10.0
+    said: list[tuple[float, float]] = []
+    search = scenarios.max_rate_within_bound(
+        predict, np.zeros((4, 4)), bound_ms, 200.0, scenarios.StoppingRule(n, 0.5, 5),
+        tmp_path, precision=0.05, budget_s=120.0,
+        report=lambda probe, left: said.append((probe.target_qps, left)))
+    allowed = max(t for t in range(1, n) if min_passing_queries(t, 0.99) + t <= n)
+    closed_form = 1 / mean_s - math.log(n / allowed) / (bound_ms / 1000.0)
+    probes = [(round(p.target_qps), round(p.latency.p99_ms, 1), p.valid) for p in search.probes]
+    assert search.best_qps == pytest.approx(closed_form, rel=0.10), (probes, closed_form)
+    assert search.best_qps == max(p.target_qps for p in search.probes if p.valid)
+    assert [rate for rate, _ in said] == [p.target_qps for p in search.probes]
+    assert (tmp_path / "probe_1" / SUMMARY_LOG).is_file()
+
+
+def test_no_rate_within_the_bound_is_said_never_zero(tmp_path: Path) -> None:
+    predict, _ = sleeper(0.001)
+    search = scenarios.max_rate_within_bound(
+        predict, np.zeros((1, 4)), 0.01, 1000.0, scenarios.StoppingRule(10, 0.0, 0), tmp_path,
+        budget_s=3.0)
+    assert search.best_qps is None and search.probes and not any(p.valid for p in search.probes)
+    assert search.describe_failure(0.01).startswith("no rate met p99 <= 0.01 ms")
+
+
+def test_a_loadgen_verdict_names_the_rules_a_test_missed() -> None:
+    detail = {"result_validity": "INVALID", "result_min_duration_met": True,
+              "result_min_queries_met": False, "early_stopping_met": False,
+              "early_stopping_result": " * Run unsuccessful.\n * Processed 10 queries."}
+    verdict = LoadgenVerdict.from_detail(detail)
+    assert not verdict.valid
+    assert verdict.shortfalls == ("min queries not met", "early stopping not satisfied "
+                                  "(* Run unsuccessful. * Processed 10 queries.)")
+    pooled = LoadgenVerdict.all_of([verdict, LoadgenVerdict(True)])
+    assert not pooled.valid and pooled.shortfalls == verdict.shortfalls
+    assert str(LoadgenVerdict(True)) == "VALID"
 
 
 @pytest.mark.parametrize(("queries", "discarded"), [(2048, 172), (2116, 178), (7469, 685)])
@@ -88,34 +171,28 @@ def test_a_short_run_has_no_early_stopping_p99_and_a_long_one_a_conservative_one
     assert long.metrics("x")["x/latency_p99_early_stopping_ms"] == long.p99_early_stopping_ms
 
 
-def test_multi_stream_measures_whole_queries_served_in_batches() -> None:
-    predict, calls = sleeper(0.001)
+def test_multi_stream_measures_whole_queries_served_in_batches(tmp_path: Path) -> None:
+    predict, calls = sleeper(0.0002)
     data = np.zeros((32, 1, 4, 4), dtype=np.float32)
-    whole = scenarios.multi_stream(predict, data, 8, scenarios.StoppingRule(20, 0.0, 2))
-    assert whole.samples_per_query == 8 and whole.count == 20 and set(calls) == {8}
+    whole = scenarios.multi_stream(predict, data, 8, scenarios.StoppingRule(20, 0.0, 2),
+                                   tmp_path / "whole")
+    assert whole.samples_per_query == 8 and set(calls) == {8}
+    assert whole.count >= scenarios.P99_MIN_QUERIES and whole.loadgen.valid
     calls.clear()
     split = scenarios.multi_stream(predict, data, 8, scenarios.StoppingRule(20, 0.0, 0),
-                                   max_batch=2)
-    assert set(calls) == {2} and len(calls) == 80  # 4 model calls per query
-    assert split.p50_ms > 3 * 1.0  # a query waits for all of its parts
+                                   tmp_path / "split", max_batch=2)
+    assert set(calls) == {2} and len(calls) % 4 == 0  # 4 model calls per query
+    assert split.p50_ms > 3 * 0.2  # a query waits for all of its parts
+    assert "Scenario : MultiStream" in (tmp_path / "split" / SUMMARY_LOG).read_text()
 
 
-def test_dynamic_batching_serves_queued_queries_together() -> None:
-    predict, calls = sleeper(0.01)  # batch-1 capacity about 100 queries/s
+def test_dynamic_batching_serves_queued_queries_together(tmp_path: Path) -> None:
+    predict, calls = sleeper(0.004)  # batch-1 capacity about 250 queries/s
     pool = np.zeros((8, 1, 4, 4), dtype=np.float32)
     rule = scenarios.StoppingRule(150, 0.0, 0)
-    single = scenarios.server(predict, pool, 300.0, rule)
+    single = scenarios.server(predict, pool, 500.0, rule, tmp_path / "single")
     calls.clear()
-    batched = scenarios.server(predict, pool, 300.0, rule, max_batch=8, max_wait_s=0.005)
+    batched = scenarios.server(predict, pool, 500.0, rule, tmp_path / "batched", max_batch=8,
+                               max_wait_s=0.005)
     assert batched.mean_batch_size > 2 and max(calls) <= 8
     assert batched.latency.p99_ms < single.latency.p99_ms / 3  # no queue that grows
-
-
-def test_the_best_rate_is_never_below_a_rate_that_met_the_bound() -> None:
-    predict, _ = sleeper(0.004)
-    pool = np.zeros((1, 1, 4, 4), dtype=np.float32)
-    best, tried = scenarios.max_rate_within_bound(predict, pool, 40.0, 2000.0,
-                                                  scenarios.StoppingRule(30, 0.0, 0), probes=5)
-    met = [r.target_qps for r in tried if r.latency.p99_ms <= 40.0]
-    assert tried[0].target_qps == 2000.0 and tried[0].latency.p99_ms > 40.0  # halved down
-    assert met and best == max(met)
