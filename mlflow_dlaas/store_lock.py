@@ -1,10 +1,12 @@
-"""A new file-based store initialised once, under a file lock, before concurrent users touch it.
+"""A new tracking store initialised once, under a lock, before concurrent users touch it.
 
-Several processes opening a fresh SQLite database at once (study workers, monitors, trial
-processes) each see no tables, each run the migrations, and all but one fail with "table
-already exists". Each of our processes first takes an exclusive ``fcntl.flock`` on
-``<file>.lock`` beside the database and opens the store while holding it: the first one
-creates the tables, the others wait for it and find them.
+Several processes opening a fresh database at once (study workers, monitors, trial
+processes) each see no tables, each run the migrations, and all but one fail ("table
+already exists" on SQLite, ``UniqueViolation ... alembic_version`` on PostgreSQL). Each of
+our processes first takes an exclusive lock and opens the store while holding it: the
+first one creates the tables, the others wait for it and find them. A SQLite file is locked
+with ``fcntl.flock`` on ``<file>.lock`` beside it, a PostgreSQL database with a
+session-level advisory lock; a tracking server serialises its own store.
 """
 
 from __future__ import annotations
@@ -42,14 +44,48 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+#: The advisory lock's key on a PostgreSQL tracking database ("dlaas-init" as a number).
+ADVISORY_LOCK_KEY = 0x646C6161732D69
+#: How long a PostgreSQL connection may take to open, and a statement (the lock's wait
+#: included) to run, in seconds.
+POSTGRES_CONNECT_TIMEOUT_S = 10
+POSTGRES_LOCK_TIMEOUT_S = 120
+
+
 def initialise_tracking_store(uri: str) -> None:
-    """Open MLflow's store at ``uri`` under the lock when it is a SQLite file (the first
-    opener creates the tables; MLflow caches the opened store for the process)."""
+    """Open MLflow's store at ``uri`` under the lock when it is a SQLite file or a
+    PostgreSQL database (the first opener creates the tables; MLflow caches the opened
+    store for the process)."""
     path = sqlite_path(uri)
-    if path is None:
-        return
-    with first_use_lock(path):
-        _open_store(uri)
+    if path is not None:
+        with first_use_lock(path):
+            _open_store(uri)
+    elif uri.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):
+        with postgres_advisory_lock(uri):
+            _open_store(uri)
+
+
+@contextlib.contextmanager
+def postgres_advisory_lock(uri: str) -> Iterator[None]:
+    """Hold :data:`ADVISORY_LOCK_KEY` on the database at ``uri`` for the block (a session
+    lock: released when the block ends or the connection dies with its process)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(
+        uri, poolclass=sqlalchemy.pool.NullPool,
+        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S,
+                      "options": f"-c statement_timeout={POSTGRES_LOCK_TIMEOUT_S * 1000}"})
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"),
+                               {"key": ADVISORY_LOCK_KEY})
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"),
+                                   {"key": ADVISORY_LOCK_KEY})
+    finally:
+        engine.dispose()
 
 
 #: Opening a SQLite store reads its tables with the driver's 5 s busy timeout; a writer

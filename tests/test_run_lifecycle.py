@@ -21,11 +21,8 @@ from mlflow_dlaas.worker.lifeline import Stopped, stop_on_signals
 def test_a_stop_signal_raises_stopped_once(signum: int) -> None:
     before = signal.getsignal(signum)
     with pytest.raises(Stopped) as stopped, stop_on_signals():
-        try:
-            os.kill(os.getpid(), signum)
-            time.sleep(5)  # interrupted
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)  # a second signal during cleanup: ignored
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # interrupted
     assert stopped.value.signum == signum
     assert isinstance(stopped.value, KeyboardInterrupt)
     assert f"stopped by signal {signal.Signals(signum).name}" in str(stopped.value)

@@ -10,6 +10,7 @@ measurements are the retry's to make) and none stays RUNNING.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -33,6 +34,9 @@ GIVEN_UP_ATTR = "dlaas_worker_stopped"
 #: on child runs of a given-up trial: reports leave them out of the replicates
 ORPHANED_TAG = "dlaas.orphaned"
 STALE_AFTER_S = 60.0
+#: A RUNNING trial with no owner yet: its worker died inside ``ask()`` (a worker records
+#: itself a few milliseconds after) once it is this old.
+OWNERLESS_AFTER_S = 10.0
 #: Optuna's grid sampler keeps a trial's grid point in these system attributes.
 GRID_ATTRS = ("search_space", "grid_id")
 
@@ -58,6 +62,12 @@ def _why_stale(trial: FrozenTrial, now: float) -> str | None:
     dead = owner.is_dead() if owner is not None else None
     if dead is not None:
         return f"its worker, {owner.describe()}, is gone" if dead else None
+    if OWNER_ATTR not in trial.user_attrs:
+        started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
+        if now - trial.user_attrs.get(HEARTBEAT_ATTR, started) < OWNERLESS_AFTER_S:
+            return None
+        return ("its worker stopped before the trial was under way (no owner, "
+                f"{'no parameters' if not trial.params else 'parameters'} recorded)")
     beat = trial.user_attrs.get(HEARTBEAT_ATTR, trial.datetime_start.timestamp())
     if now - beat < STALE_AFTER_S:
         return None
@@ -78,11 +88,26 @@ def give_up(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
             return False
     except RuntimeError:  # finished meanwhile: recovered by another worker, or told
         return False
-    study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number})
+    params = trial.params or grid_point(trial)
+    if params:  # else it was stopped inside ask() with nothing drawn: the sampler draws anew
+        study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
     orphan_runs(trial.user_attrs.get(RUN_IDS_ATTR, []), reason)
-    print(f"mlflow-dlaas: trial {trial.number} failed: {reason}; it will be retried",
+    print(f"mlflow-dlaas: trial {trial.number} failed: {reason}; "
+          f"{'it will be retried' if params else 'its settings will be drawn anew'}",
           file=sys.stderr)
     return True
+
+
+def grid_point(trial: FrozenTrial) -> dict[str, object]:
+    """The settings of the grid point a trial was given (Optuna's grid sampler records the
+    grid and the point's index before any parameter is drawn), or {} if none: a trial
+    stopped inside ``ask()`` keeps its point this way, and the point is measured."""
+    space = trial.system_attrs.get("search_space")
+    grid_id = trial.system_attrs.get("grid_id")
+    if not space or grid_id is None:
+        return {}
+    grid = list(itertools.product(*space.values()))  # the grid sampler's own order
+    return dict(zip(space, grid[grid_id], strict=True)) if grid_id < len(grid) else {}
 
 
 def orphan_runs(run_ids: Iterable[str], reason: str) -> None:

@@ -5,24 +5,36 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import optuna
 
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 
 
-def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+def make_sampler(spec: StudySpec, trials_before: int = 0) -> optuna.samplers.BaseSampler:
     """The spec's sampler. Constraints need no ``constraints_func`` (deprecated in Optuna 5):
     the driver stores each trial's values where every sampler reads them
-    (:mod:`~mlflow_dlaas.tuning.feasibility`)."""
+    (:mod:`~mlflow_dlaas.tuning.feasibility`). A seeded study resumed with ``trials_before``
+    trials is seeded from its seed and that count, so that it does not draw its first
+    trials' settings again (a fresh sampler with the study's seed would)."""
+    seed = sampler_seed(spec.seed, trials_before)
     if spec.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=spec.seed)
+        return optuna.samplers.TPESampler(seed=seed)
     if spec.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=spec.seed)
+        return optuna.samplers.NSGAIISampler(seed=seed)
     if spec.sampler == "gp":
-        return optuna.samplers.GPSampler(seed=spec.seed)
+        return optuna.samplers.GPSampler(seed=seed)
     if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=spec.seed)
-    return optuna.samplers.GridSampler(grid_space(spec), seed=spec.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.GridSampler(grid_space(spec), seed=seed)
+
+
+def sampler_seed(seed: int | None, trials_before: int) -> int | None:
+    """The study's seed for a fresh study; for a resumed one, a seed derived from it and the
+    number of trials it already holds (the same resume draws the same, a later one anew)."""
+    if seed is None or trials_before == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, trials_before]).generate_state(1)[0])
 
 
 def grid_space(spec: StudySpec) -> dict[str, list[Any]]:

@@ -46,7 +46,7 @@ from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
 from mlflow_dlaas.tuning.storage import absolute_url, make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
-from mlflow_dlaas.worker.lifeline import stop_on_signals
+from mlflow_dlaas.worker.lifeline import StopSignals, stop_on_signals
 
 PARENT_ATTR = "mlflow_parent_run_id"
 #: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
@@ -78,21 +78,25 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     SIGINT, SIGTERM and SIGHUP stop it as Ctrl-C does: the trial's process tree is stopped,
     the trial FAILS (to be retried by the next run) and the parent run ends KILLED.
     """
-    target = configure_tracking()
-    storage, where = make_storage(storage_url)
-    reachable_url = absolute_url(storage_url)  # for the trials' own processes (pruning)
-    print(f"mlflow-dlaas: study {spec.name!r} in {where}", file=sys.stderr)
-    launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
-    experiment_id = (mlflow.MlflowClient().get_run(launcher).info.experiment_id if launcher
-                     else ensure_experiment(spec.experiment or spec.name))
-    study, created = _create_or_load(spec, storage)
-    parent_id = _parent_run(study, spec, experiment_id, created)
-    started = time.monotonic()
-    progress = _Progress(spec, started)
-    trial: optuna.Trial | None = None
-    with stop_on_signals():
+    with stop_on_signals(escalate=True) as stop:  # before the first store write
+        target = configure_tracking()
+        storage, where = make_storage(storage_url)
+        reachable_url = absolute_url(storage_url)  # for the trials' own processes (pruning)
+        print(f"mlflow-dlaas: study {spec.name!r} in {where}", file=sys.stderr)
+        launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
+        experiment_id = (mlflow.MlflowClient().get_run(launcher).info.experiment_id
+                         if launcher else ensure_experiment(spec.experiment or spec.name))
+        study: optuna.Study | None = None
+        parent_id: str | None = None
+        trial: optuna.Trial | None = None
         try:
+            with stop.deferred():  # a parent run made is a parent run the study knows
+                study, created = _create_or_load(spec, storage)
+                parent_id = _parent_run(study, spec, experiment_id, created)
+            started = time.monotonic()
+            progress = _Progress(spec, started)
             while True:
+                stop.check()  # a stop Python dropped (raised in a weakref callback) lands here
                 _claim_parent(parent_id)
                 recover_stale_trials(study)
                 step = _next_step(study, spec, started)
@@ -101,9 +105,11 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                 if step == "wait":
                     time.sleep(OTHERS_POLL_S)
                     continue
-                trial = study.ask()
+                with stop.deferred():  # never a trial without its owner and parameters
+                    trial = study.ask()
+                    trial.set_user_attr(OWNER_ATTR, owner_tags())
                 state = _run_trial(study, trial, spec, experiment_id, parent_id,
-                                   reachable_url)
+                                   reachable_url, stop)
                 progress.report(study, trial.number, state)
                 trial = None
             summary = _finish(study, spec, parent_id)
@@ -167,6 +173,7 @@ def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage
         return study, True
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(**kwargs)
+        study.sampler = make_sampler(spec, len(study.get_trials(deepcopy=False)))
     found = [d.name.lower() for d in study.directions]
     if found != spec.directions:
         raise ConfigError(f"study {spec.name!r} exists with directions {found}, the spec asks "
@@ -222,8 +229,7 @@ def _claim_parent(parent_id: str) -> None:
 
 
 def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
-               parent_id: str, storage_url: str) -> TrialState:
-    trial.set_user_attr(OWNER_ATTR, owner_tags())
+               parent_id: str, storage_url: str, stop: StopSignals) -> TrialState:
     adopt_grid_point(study, trial)
     params = suggest(trial, spec)
     framework = params.pop("framework", spec.frameworks[0])
@@ -266,22 +272,22 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
         )
         outcomes.append(outcome)
         if outcome.status == "PRUNED":
-            _tell(study, trial, state=TrialState.PRUNED)
+            _tell(study, trial, stop, state=TrialState.PRUNED)
             return TrialState.PRUNED
         if outcome.status != "FINISHED":
-            return _fail(study, trial, outcome.reason)
+            return _fail(study, trial, outcome.reason, stop)
     values, spreads, missing = _aggregate(spec, outcomes)
     missing += [c.metric for c in spec.constraints
                 if _median(outcomes, c.metric) is None and c.metric not in missing]
     if missing:
         available = ", ".join(sorted(outcomes[0].metrics))
         return _fail(study, trial, f"the trial did not log {', '.join(missing)}; it logged: "
-                                   f"{available}")
+                                   f"{available}", stop)
     not_finite = [f"{o.metric} = {v}" for o, v in zip(spec.objectives, values, strict=True)
                   if not math.isfinite(v)]
     if not_finite:  # Optuna would fail the trial itself, with a warning and no reason kept
         return _fail(study, trial, f"the trial's objective is not a number: "
-                                   f"{', '.join(not_finite)}")
+                                   f"{', '.join(not_finite)}", stop)
     for key, spread in spreads.items():
         trial.set_user_attr(f"range_{key}", spread)
     observed = [_median(outcomes, c.metric) or 0.0 for c in spec.constraints]
@@ -291,20 +297,21 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
                                                            strict=True)])
     save_trial_note(trial, trial_note(spec, trial_params, [
         (o.run_id, run_url(experiment_id, o.run_id)) for o in outcomes], values, observed))
-    _tell(study, trial, values)
+    _tell(study, trial, stop, values)
     return TrialState.COMPLETE
 
 
-def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float] | None = None,
-          state: TrialState | None = None) -> None:
-    """``study.tell``; Optuna's grid sampler calls ``study.stop()`` at the last grid point,
-    which only works inside ``optimize``: the trial is stored all the same, and the loop
-    itself sees when the grid is done."""
-    try:
-        study.tell(trial, values, state=state)
-    except RuntimeError as e:
-        if "Study.stop" not in str(e):
-            raise
+def _tell(study: optuna.Study, trial: optuna.Trial, stop: StopSignals,
+          values: list[float] | None = None, state: TrialState | None = None) -> None:
+    """``study.tell``, which a stop does not cut in half; Optuna's grid sampler calls
+    ``study.stop()`` at the last grid point, which only works inside ``optimize``: the trial
+    is stored all the same, and the loop itself sees when the grid is done."""
+    with stop.deferred():
+        try:
+            study.tell(trial, values, state=state)
+        except RuntimeError as e:
+            if "Study.stop" not in str(e):
+                raise
 
 
 def _aggregate(spec: StudySpec, outcomes: list[ChildOutcome]
@@ -326,18 +333,21 @@ def _median(outcomes: list[ChildOutcome], key: str) -> float | None:
     return None if any(v is None for v in seen) else statistics.median(seen)
 
 
-def _fail(study: optuna.Study, trial: optuna.Trial, reason: str) -> TrialState:
+def _fail(study: optuna.Study, trial: optuna.Trial, reason: str, stop: StopSignals
+          ) -> TrialState:
     trial.set_user_attr(REASON_ATTR, reason[:2000])
-    _tell(study, trial, state=TrialState.FAIL)
+    _tell(study, trial, stop, state=TrialState.FAIL)
     print(f"mlflow-dlaas: trial {trial.number} failed: {reason}", file=sys.stderr)
     return TrialState.FAIL
 
 
-def _abandon(study: optuna.Study, trial: optuna.Trial | None, parent_id: str,
+def _abandon(study: optuna.Study | None, trial: optuna.Trial | None, parent_id: str | None,
              error: BaseException) -> None:
     """This worker is stopping: give its trial up (to be retried); end the parent run if no
     other worker runs a trial."""
     reason = f"the study worker stopped: {type(error).__name__}: {error}"
+    if study is None or parent_id is None:  # stopped before the study had its parent run
+        return
     if trial is not None:
         frozen = study._storage.get_trial(trial._trial_id)
         if frozen.state == TrialState.RUNNING:

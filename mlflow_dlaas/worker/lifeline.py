@@ -79,23 +79,63 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """Turn the first of :data:`STOP_SIGNALS` into :class:`Stopped`; ignore the ones after it
-    (they would interrupt the cleanup). A no-op outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    stopped: list[int] = []
+class StopSignals:
+    """What the stop handler saw, and where a stop may land.
 
-    def handler(signum: int, _frame: Any) -> None:
-        if not stopped:
-            stopped.append(signum)
+    The first signal raises :class:`Stopped` at once, except inside :meth:`deferred` (a
+    store write that must not be cut in half: Optuna's ``ask``/``tell``), where it is raised
+    when the section ends. A :class:`Stopped` raised where Python drops it (a weakref
+    callback, a finalizer: "Exception ignored") is not lost: :meth:`check`, called at safe
+    points, raises it again. With ``escalate`` (a study driver), a second signal stops the
+    process at once (exit 128 + signal; the next run's sweep ends what it left RUNNING);
+    without (an entry point, whose launcher may signal it again while it ends its run),
+    later signals are ignored.
+    """
+
+    def __init__(self, escalate: bool = False) -> None:
+        self.received: list[int] = []
+        self.escalate = escalate
+        self._deferring = 0
+
+    def handle(self, signum: int, _frame: Any) -> None:
+        self.received.append(signum)
+        if len(self.received) > 1:
+            if self.escalate:
+                os.write(2, f"mlflow-dlaas: a second {signal.Signals(signum).name}: stopping "
+                            "at once\n".encode())
+                os._exit(128 + signum)
+            return
+        if not self._deferring:
             raise Stopped(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    def check(self) -> None:
+        """Raise :class:`Stopped` if a stop signal came (a safe point of a loop)."""
+        if self.received:
+            raise Stopped(self.received[0])
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A section a stop does not interrupt; a stop that came meanwhile lands at its end."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+        if not self._deferring:
+            self.check()
+
+
+@contextlib.contextmanager
+def stop_on_signals(*, escalate: bool = False) -> Iterator[StopSignals]:
+    """Turn :data:`STOP_SIGNALS` into :class:`Stopped` (:class:`StopSignals` says how). Off
+    the main thread it installs nothing and its stop points never raise."""
+    stop = StopSignals(escalate)
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, stop.handle) for sig in STOP_SIGNALS}
     try:
-        yield
+        yield stop
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -20,6 +20,7 @@ from mlflow_dlaas.tuning import recovery
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.sampling import make_sampler
 from mlflow_dlaas.tuning.spec import parse_spec
+from mlflow_dlaas.worker.lifeline import StopSignals
 
 X = {"x": optuna.distributions.IntDistribution(0, 9)}
 
@@ -132,10 +133,58 @@ def test_a_grid_retry_takes_its_failed_trials_place(tracking: str) -> None:
         trial = study.ask()
         recovery.adopt_grid_point(study, trial)
         measured.append(trial.suggest_categorical("batch_size", [8, 16, 32]))
-        driver._tell(study, trial, [1.0])
+        driver._tell(study, trial, StopSignals(), [1.0])
     assert step == "done"
     assert sorted(measured) == [8, 16, 32] and measured[0] == lost.params["batch_size"]
     assert sum(recovery.counts(t) for t in study.get_trials()) == 3
+
+
+def test_a_trial_stopped_inside_ask_is_failed_and_its_grid_point_measured(
+        tracking: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop inside Optuna's ask() leaves a RUNNING trial with a grid point but no
+    parameters and no owner: recognised, failed with its reason, and its point measured
+    (enqueueing it as it was would make the grid sampler refuse every rerun)."""
+    spec = parse_spec({"name": "w", "frameworks": ["pytorch"], "sampler": "grid", "seed": 1,
+                       "search_space": {"batch_size": [32, 64]},
+                       "objectives": [{"metric": "accuracy", "direction": "maximize"}]})
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(),
+                                sampler=make_sampler(spec), direction="maximize")
+    wedged = study.ask()  # the driver stopped here: a grid point, nothing else
+    assert not wedged.params and "grid_id" in study.get_trials()[0].system_attrs
+    recovery.recover_stale_trials(study)
+    assert study.get_trials()[0].state == TrialState.RUNNING  # its worker may record itself yet
+    monkeypatch.setattr(recovery, "OWNERLESS_AFTER_S", 0.0)
+    recovery.recover_stale_trials(study)
+    failed = study.get_trials()[0]
+    assert failed.state == TrialState.FAIL
+    assert "before the trial was under way" in failed.user_attrs[recovery.REASON_ATTR]
+    measured = []
+    started = time.monotonic()
+    while (step := driver._next_step(study, spec, started)) == "ask":
+        trial = study.ask()
+        recovery.adopt_grid_point(study, trial)
+        measured.append(trial.suggest_categorical("batch_size", [32, 64]))
+        driver._tell(study, trial, StopSignals(), [1.0])
+    assert step == "done" and sorted(measured) == [32, 64]
+
+
+def test_a_resumed_seeded_study_does_not_draw_its_first_settings_again(tracking: str) -> None:
+    spec = parse_spec({"name": f"seeded-{time.time_ns()}", "frameworks": ["pytorch"],
+                       "sampler": "random", "seed": 3, "n_trials": 3,
+                       "search_space": {"learning_rate": {"type": "float", "low": 0.001,
+                                                          "high": 0.1, "log": True}},
+                       "objectives": [{"metric": "accuracy", "direction": "maximize"}]})
+    storage = optuna.storages.InMemoryStorage()
+    drawn = []
+    for runs in (2, 1):  # n_trials 2, then resumed to 3
+        study, _ = driver._create_or_load(spec, storage)
+        for _ in range(runs):
+            trial = study.ask()
+            drawn.append(trial.suggest_float("learning_rate", 0.001, 0.1, log=True))
+            study.tell(trial, 0.5)
+    assert len(set(drawn)) == 3, drawn
+    again, _ = driver._create_or_load(spec, optuna.storages.InMemoryStorage())
+    assert again.ask().suggest_float("learning_rate", 0.001, 0.1, log=True) == drawn[0]
 
 
 def _child_started_by_its_entry(name: str, driver_pid: int, timeout_s: float = 120) -> str:

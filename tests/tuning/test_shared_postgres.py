@@ -113,3 +113,23 @@ def test_a_trial_prunes_through_a_storage_url_whose_password_reaches_no_run(
         for path in Path(local).rglob("*"):
             if path.is_file():
                 assert secret not in path.read_text(errors="replace"), path
+
+
+def test_three_processes_open_a_fresh_postgres_tracking_database_at_once(
+    databases: tuple[str, str], tmp_path: Path
+) -> None:
+    """The first use of a new PostgreSQL tracking store is serialised (an advisory lock):
+    three processes that open it together all succeed, none with a UniqueViolation."""
+    import subprocess
+    import sys
+
+    mlflow_db, _ = databases
+    code = ("from mlflow_dlaas.tracking import configure_tracking, ensure_experiment\n"
+            "configure_tracking(announce=False)\nprint(ensure_experiment('fresh-pg'))\n")
+    env = dict(os.environ, MLFLOW_TRACKING_URI=mlflow_db)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    done = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    assert [code for code, _, _ in done] == [0, 0, 0], [err[-2000:] for _, _, err in done]
+    assert len({out.strip() for _, out, _ in done}) == 1  # one experiment, found by all
