@@ -42,6 +42,30 @@ ENV_ALLOW_PREFIXES = (
 ENV_DENY_PREFIXES = ("TF_VAR_", "TF_CLI_", "TF_TOKEN_", "TF_HTTP_", "TF_REGISTRY_")
 #: Whatever the prefix, a name that looks like a credential is never recorded.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|PWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+#: The variables whose values are recorded (credentials removed even so): the thread,
+#: affinity, allocator and library switches that shape a measurement. Any other variable of
+#: the prefixes above is recorded by name only, as :data:`NOT_RECORDED`: a value nobody
+#: vetted may carry anything (``OMP_ARG=user:pw@host``, ``KMP_EXTRA='--passwd pw'``).
+ENV_VALUES_RECORDED = frozenset({
+    "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_WAIT_POLICY", "OMP_DYNAMIC",
+    "OMP_SCHEDULE", "OMP_MAX_ACTIVE_LEVELS", "OMP_STACKSIZE", "OMP_THREAD_LIMIT",
+    "MKL_NUM_THREADS", "MKL_DYNAMIC", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR",
+    "MKL_THREADING_LAYER", "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME",
+    "KMP_SETTINGS", "KMP_HW_SUBSET", "KMP_TPAUSE", "KMP_DUPLICATE_LIB_OK", "KMP_LIBRARY",
+    "GOMP_SPINCOUNT", "GOMP_CPU_AFFINITY", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+    "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL", "TF_GPU_ALLOCATOR",
+    "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_THREAD_MODE", "TF_ENABLE_XLA",
+    "MXNET_ENGINE_TYPE", "MXNET_CPU_WORKER_NTHREADS", "MXNET_OMP_MAX_THREADS",
+    "MXNET_SUBGRAPH_BACKEND", "MXNET_CUDNN_AUTOTUNE_DEFAULT", "TORCH_NUM_THREADS",
+    "TORCHINDUCTOR_FREEZING", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_JIT", "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "CUDNN_LOGINFO_DBG",
+    "NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NVIDIA_TF32_OVERRIDE",
+    "DNNL_VERBOSE", "DNNL_MAX_CPU_ISA", "DNNL_DEFAULT_FPMATH_MODE", "ONEDNN_VERBOSE",
+    "ONEDNN_MAX_CPU_ISA", "ONEDNN_DEFAULT_FPMATH_MODE", "XLA_FLAGS", "LD_PRELOAD",
+})
+NOT_RECORDED = "(set; value not recorded)"
 #: What a secret inside a recorded value is replaced with.
 REDACTED = "***"
 #: ``password=...``, ``api_key: ...`` inside a value (a libpq connection string, options).
@@ -63,10 +87,11 @@ FRAMEWORK_DISTRIBUTIONS = {
 
 
 def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The allow-listed, secret-free environment variables that affect performance."""
+    """The allow-listed, secret-free environment variables that affect performance: those of
+    :data:`ENV_VALUES_RECORDED` with their values, credentials removed; the rest by name."""
     environ = os.environ if environ is None else environ
     return {
-        name: redact_value(value)
+        name: redact_value(value) if name in ENV_VALUES_RECORDED else NOT_RECORDED
         for name, value in sorted(environ.items())
         if (name.startswith(ENV_ALLOW_PREFIXES) or name == "LD_PRELOAD")
         and not name.startswith(ENV_DENY_PREFIXES)

@@ -138,3 +138,25 @@ def test_a_script_with_a_missing_interpreter_exits_126_and_fails_its_run(
     (run,) = runs_of(tracking)
     assert run.info.status == "FAILED"
     assert "cannot execute" in run.data.tags[REASON_TAG]
+
+
+def test_secrets_in_the_command_reach_no_tag_and_no_stream(cli_path: str, tracking: str) -> None:
+    secret = "SECRET-mon-77"
+    out = _monitor(cli_path, tracking, "--", sys.executable, "-c", "import sys; sys.exit(0)",
+                   f"postgresql://u:{secret}@h/db", "--password", secret, f"--token={secret}",
+                   f"host=h password={secret}")
+    assert out.returncode == 0, out.stderr
+    (run,) = runs_of(tracking)
+    assert secret not in out.stdout + out.stderr
+    assert secret not in json.dumps([run.data.tags, run.data.params])
+    assert "postgresql://u:***@h/db --password *** --token=***" in run.data.tags["dlaas.command"]
+
+
+def test_a_command_killed_by_a_signal_fails_its_run_with_the_reason(cli_path: str,
+                                                                     tracking: str) -> None:
+    out = _monitor(cli_path, tracking, "--", sys.executable, "-c",
+                   "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert out.returncode == 128 + signal.SIGKILL
+    (run,) = runs_of(tracking)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[REASON_TAG] == "the command was killed by SIGKILL"

@@ -11,6 +11,7 @@ import pytest
 
 from mlflow_dlaas.environment import (
     HOST_TAG,
+    NOT_RECORDED,
     TAG_PREFIX,
     DlaasRunContextProvider,
     as_tags,
@@ -130,8 +131,19 @@ def test_env_command_prints_json(cli_path: str) -> None:
     ("granularity=fine,compact,1,0", "granularity=fine,compact,1,0"),
     ("/opt/lib/libjemalloc.so", "/opt/lib/libjemalloc.so"),
 ])
-def test_allowed_values_lose_their_credentials(value: str, shown: str) -> None:
-    assert performance_env({"MKL_CONN": value}) == {"MKL_CONN": shown}
+def test_recorded_values_lose_their_credentials(value: str, shown: str) -> None:
+    assert performance_env({"KMP_AFFINITY": value}) == {"KMP_AFFINITY": shown}
+
+
+@pytest.mark.parametrize("planted", [
+    {"OMP_ARG": "user:SECRET-omp-1@host"}, {"KMP_SETTINGS_EXTRA": "--passwd SECRET-kmp-2"},
+    {"MKL_CONN": "postgresql://u:SECRET-mkl-3@h/db"},
+    {"TF_CONFIG": '{"task": {"type": "worker"}, "password": "SECRET-tf-4"}'},
+])
+def test_a_variable_nobody_vetted_is_recorded_by_name_only(planted: dict[str, str]) -> None:
+    kept = performance_env({**planted, "OMP_NUM_THREADS": "2"})
+    assert kept == {**{name: NOT_RECORDED for name in planted}, "OMP_NUM_THREADS": "2"}
+    assert "SECRET" not in json.dumps(kept)
 
 
 def test_a_planted_connection_string_never_reaches_the_tags(
@@ -143,5 +155,5 @@ def test_a_planted_connection_string_never_reaches_the_tags(
     with mlflow.start_run() as run:
         pass
     tags = mlflow.MlflowClient().get_run(run.info.run_id).data.tags
-    assert tags[TAG_PREFIX + "env_MKL_CONN"] == "postgresql://u:***@h/db"
+    assert tags[TAG_PREFIX + "env_MKL_CONN"] == NOT_RECORDED
     assert "SECRET" not in json.dumps(tags)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 import mlflow
 
+from mlflow_dlaas.environment import REDACTED, SECRET_NAME, redact_value
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
 from mlflow_dlaas.ownership import owner_tags
@@ -54,6 +56,35 @@ def validate_command(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
+#: A command-line flag whose value is a credential (``--password PW``, ``--api-key K``).
+_SECRET_FLAG = re.compile(rf"^--?[\w-]*(?:{SECRET_NAME.pattern})[\w-]*$", re.I)
+
+
+def redact_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` as it may be recorded: URIs without credentials, ``password=...`` pairs and
+    the value after a credential flag (``--password PW``, ``--token=T``) masked."""
+    shown: list[str] = []
+    for arg in argv:
+        flag, eq, _ = arg.partition("=")
+        if shown and _SECRET_FLAG.match(shown[-1]) and not shown[-1].count("="):
+            shown.append(REDACTED)
+        elif eq and _SECRET_FLAG.match(flag):
+            shown.append(f"{flag}={REDACTED}")
+        else:
+            shown.append(redact_value(arg))
+    return shown
+
+
+def _how_it_ended(exit_code: int) -> str:
+    """Why a monitored run ended FAILED, in words (128 + N: killed by signal N)."""
+    if exit_code > 128:
+        try:
+            return f"the command was killed by {signal.Signals(exit_code - 128).name}"
+        except ValueError:
+            pass
+    return f"the command exited with code {exit_code}"
+
+
 def run_monitored(
     argv: Sequence[str],
     *,
@@ -74,9 +105,12 @@ def run_monitored(
     run_id = run.info.run_id
     status = "KILLED"
     try:
-        mlflow.set_tags({"dlaas.command": " ".join(command)[:5000], "dlaas.entry": "monitor"})
+        mlflow.set_tags({"dlaas.command": " ".join(redact_command(command))[:5000],
+                         "dlaas.entry": "monitor"})
         outcome = _launch_and_watch(command, run_id, interval_s)
         status = "FINISHED" if outcome.exit_code == 0 else "FAILED"
+        if outcome.exit_code != 0:
+            mlflow.set_tag(REASON_TAG, _how_it_ended(outcome.exit_code))
         return outcome
     except CommandNotExecutableError as e:
         status = "FAILED"
