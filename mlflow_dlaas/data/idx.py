@@ -21,26 +21,40 @@ FILES = {
 }
 
 
+#: The largest IDX file read (MNIST's training images are 47 MB): a header that promises
+#: more is refused before anything is decompressed.
+MAX_IDX_BYTES = 2 * 2**30
+
+
 def read_idx(path: Path) -> np.ndarray:
-    """Parse one IDX file; a clear error when it is truncated or not IDX."""
+    """Parse one IDX file; a clear error when it is truncated, not IDX, or larger than its
+    header says. The header is read first and the body only up to the size it states (a
+    small .gz that inflates to gigabytes is refused, never held)."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
-            data = f.read()
+            magic = f.read(4)
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES:
+                raise ConfigError(f"{path} is not an IDX file (bad magic number)")
+            ndim = magic[3]
+            raw_dims = f.read(4 * ndim)
+            if len(raw_dims) < 4 * ndim:
+                raise ConfigError(f"{path} is corrupt: its header is cut short")
+            dims = tuple(int.from_bytes(raw_dims[4 * i : 4 * i + 4], "big")
+                         for i in range(ndim))
+            dtype = np.dtype(_DTYPES[magic[2]])
+            size = math.prod(dims) * dtype.itemsize
+            if size > MAX_IDX_BYTES:
+                raise ConfigError(f"{path}: its header says {dims} ({size} bytes), more than "
+                                  f"the {MAX_IDX_BYTES} bytes an IDX file may hold here")
+            body = f.read(size + 1)  # one byte more shows a file longer than its header
     except (OSError, EOFError, zlib.error) as e:  # unreadable, or a corrupt or cut .gz
         raise ConfigError(f"cannot read IDX file {path}: {e}; download it again") from None
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
-        raise ConfigError(f"{path} is not an IDX file (bad magic number)")
-    ndim = data[3]
-    header = 4 + 4 * ndim
-    dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    dtype = np.dtype(_DTYPES[data[2]])
-    expected = header + math.prod(dims) * dtype.itemsize
-    if len(data) != expected:
-        raise ConfigError(
-            f"{path} is corrupt: header says {dims} ({expected} bytes), file has {len(data)}"
-        )
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+    if len(body) != size:
+        length = f"{4 + 4 * ndim + len(body)}" if len(body) <= size else "more"
+        raise ConfigError(f"{path} is corrupt: header says {dims} ({4 + 4 * ndim + size} "
+                          f"bytes), file has {length}")
+    return np.frombuffer(body, dtype=dtype).reshape(dims)
 
 
 def _find(directory: Path, stem: str) -> Path:

@@ -124,13 +124,41 @@ class StudySpec:
         return len(self.objectives) > 1
 
 
+#: A study spec larger than this is refused before it is parsed (the examples are < 2 KB).
+MAX_SPEC_BYTES = 1 * 2**20
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: ``*anchor`` references can nest into a document of billions of
+    values ("billion laughs"); a spec writes its values out."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise ConfigError(f"line {mark.line + 1}: YAML aliases (*name) are not accepted in "
+                              "a study spec; write the values out")
+        return super().compose_node(parent, index)
+
+
 def load_spec(path: str | Path) -> StudySpec:
-    """Read and validate a spec file; errors name the key and what would be valid."""
+    """Read and validate a spec file; errors name the key and what would be valid. Only a
+    regular file of at most :data:`MAX_SPEC_BYTES` is read, as UTF-8 YAML without aliases."""
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"study spec {path} does not exist")
+    if not path.is_file():
+        raise ConfigError(f"study spec {path} is not a regular file; give a YAML file")
+    with path.open("rb") as f:
+        data = f.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise ConfigError(f"study spec {path} is larger than {MAX_SPEC_BYTES // 2**20} MiB; "
+                          "a spec is a few lines of YAML")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"study spec {path} does not exist") from None
+        raw = yaml.load(data.decode("utf-8"), Loader=_NoAliasLoader)  # a SafeLoader
+    except UnicodeDecodeError:
+        raise ConfigError(f"study spec {path} is not text (UTF-8); give a YAML file") from None
+    except ConfigError as e:  # an alias
+        raise ConfigError(f"study spec {path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"study spec {path} is not valid YAML: {e}") from None
     return parse_spec(raw, default_name=path.stem)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mlflow_dlaas.data import load_dataset
-from mlflow_dlaas.data.idx import FILES
+from mlflow_dlaas.data.idx import FILES, read_idx
 from mlflow_dlaas.errors import ConfigError
 
 
@@ -65,6 +65,28 @@ def test_corrupt_or_missing_idx_files_say_what_is_wrong(tmp_path: Path) -> None:
         load_dataset("mnist", data_dir=tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="pass data_dir"):
         load_dataset("mnist")
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path: Path) -> None:
+    """A gzip that inflates to 256 MiB behind a header promising 10 labels: only the
+    promised 10 bytes and one more are ever read."""
+    import resource
+
+    bomb = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(bytes([0, 0, 0x08, 1]) + (10).to_bytes(4, "big"))
+        zeros = bytes(2**24)
+        for _ in range(16):  # 256 MiB of zeros
+            f.write(zeros)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ConfigError, match="is corrupt: header says \\(10,\\)"):
+        read_idx(bomb)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+    huge = tmp_path / "train-images-idx3-ubyte"
+    huge.write_bytes(bytes([0, 0, 0x08, 3]) + b"".join(n.to_bytes(4, "big")
+                                                        for n in (100_000, 1000, 1000)))
+    with pytest.raises(ConfigError, match="more than the 2147483648 bytes"):
+        read_idx(huge)
 
 
 def write_cifar_dir(root: Path, per_batch: int = 6) -> Path:
@@ -128,5 +150,5 @@ def test_corrupt_gzip_and_swapped_idx_files_are_one_line_errors(tmp_path: Path) 
         load_dataset("mnist", data_dir=directory)
     huge = bytes([0, 0, 0x08, 3]) + (2**31).to_bytes(4, "big") * 3
     images.write_bytes(gzip.compress(huge))
-    with pytest.raises(ConfigError, match="is corrupt: header says"):
+    with pytest.raises(ConfigError, match="its header says .* more than the"):
         load_dataset("mnist", data_dir=directory)

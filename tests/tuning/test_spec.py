@@ -242,3 +242,28 @@ def test_yaml_exponents_without_a_dot_are_numbers() -> None:
         "learning_rate": {"type": "float", "low": "1e-4", "high": "1e-1", "log": True}}})
     (dimension,) = [d for d in spec.search_space if d.name == "learning_rate"]
     assert (dimension.low, dimension.high, dimension.log) == (1e-4, 0.1, True)
+
+
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path: Path) -> None:
+    """'Billion laughs': nine levels of nine aliases would be 10^9 values."""
+    lines = ["name: laughs", "frameworks: [pytorch]", 'a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join(['*a' + str(i - 1)] * 9)}]" for i in range(1, 10)]
+    lines += ["fixed: {x: *a9}"]
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(lines))
+    with pytest.raises(ConfigError, match=r"line 4: YAML aliases \(\*name\) are not accepted"):
+        load_spec(path)
+
+
+@pytest.mark.parametrize("kind", ["device", "binary", "huge", "folder"])
+def test_a_spec_that_is_not_a_small_text_file_is_refused_at_once(tmp_path: Path,
+                                                                 kind: str) -> None:
+    path = {"device": Path("/dev/zero"), "folder": tmp_path}.get(kind, tmp_path / "spec.yaml")
+    if kind == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    if kind == "huge":
+        path.write_text("name: x\n" + "# padding\n" * 200_000)
+    message = {"device": "not a regular file", "folder": "not a regular file",
+               "binary": "not text", "huge": "larger than 1 MiB"}[kind]
+    with pytest.raises(ConfigError, match=message):
+        load_spec(path)
