@@ -29,6 +29,7 @@ from mlflow.projects.utils import (
     PROJECT_SYNCHRONOUS,
 )
 
+from mlflow_dlaas.ownership import launcher_environment
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.run_lifecycle import end_run
@@ -51,6 +52,7 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
                       env_manager: str = "local") -> SubmittedRun:
     """Start ``projects/<project>``'s entry point in a fresh process; do not wait."""
     use_this_python()
+    os.environ.update(launcher_environment())  # the entry point dies with us, even by SIGKILL
     config = {PROJECT_ENV_MANAGER: env_manager, PROJECT_SYNCHRONOUS: True,
               PROJECT_DOCKER_ARGS: None, PROJECT_STORAGE_DIR: None, PROJECT_BUILD_IMAGE: False,
               PROJECT_DOCKER_AUTH: None}

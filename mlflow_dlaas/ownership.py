@@ -90,3 +90,25 @@ def _start_token(pid: int) -> str | None:
     if fields[0] in ("Z", "X"):
         return None
     return f"{fields[19]}@{context}"
+
+
+#: Names the process that launched an entry point (JSON owner tags), for its watchdog.
+LAUNCHER_ENV = "DLAAS_LAUNCHER"
+
+
+def launcher_environment() -> dict[str, str]:
+    """What a launcher (a study driver, the demo) puts in the environment of what it
+    starts, so that the process dies with it even across a shell in between."""
+    import json
+
+    return {LAUNCHER_ENV: json.dumps(Owner.this_process().tags())}
+
+
+def launcher_of(environ: Mapping[str, str]) -> Owner | None:
+    """The launcher named in ``environ`` (see :func:`launcher_environment`), if any."""
+    import json
+
+    try:
+        return Owner.from_tags(json.loads(environ.get(LAUNCHER_ENV, "") or "{}"))
+    except ValueError:
+        return None

@@ -9,8 +9,11 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
+
+from mlflow_dlaas.ownership import Owner
 
 #: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -28,6 +31,22 @@ def die_with_parent(parent_pid: int | None = None, signum: int = signal.SIGKILL)
     _LIBC.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if parent_pid is not None and os.getppid() != parent_pid:
         os.kill(os.getpid(), signum)
+
+
+def watch_launcher(launcher: Owner | None, signum: int = signal.SIGTERM,
+                   every_s: float = 1.0) -> None:
+    """Send ``signum`` to this process once ``launcher`` provably died (checked every
+    ``every_s`` by a daemon thread): what the parent-death signal misses when a shell stands
+    between us, or when the launcher died before we could ask for that signal."""
+    if launcher is None or launcher.is_dead() is None:
+        return
+
+    def watch() -> None:
+        while not launcher.is_dead():
+            time.sleep(every_s)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=watch, name="dlaas-launcher-watch", daemon=True).start()
 
 
 def exit_without_teardown(code: int) -> None:

@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.ownership import launcher_of
 from mlflow_dlaas.tracking import configure_tracking
-from mlflow_dlaas.worker.lifeline import Stopped, die_with_parent, stop_on_signals
+from mlflow_dlaas.worker.lifeline import Stopped, die_with_parent, stop_on_signals, watch_launcher
 
 R = TypeVar("R")
 #: ``start(params, cleanup)``: what runs before MLflow is imported; ``cleanup`` takes what
@@ -43,6 +44,7 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
     try:
         with stop_on_signals():
             die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
+            watch_launcher(launcher_of(os.environ))  # a study driver, beyond a shell too
             return _run(name, argv, start, work, done)
     except Stopped as e:
         print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
