@@ -21,6 +21,30 @@ REASON_TAG = "dlaas.failure_reason"
 SWEEP_MAX_RUNS = 1000
 
 
+#: Attempts at writing tags that other workers may write at the same moment.
+SHARED_TAG_ATTEMPTS = 4
+
+
+def set_shared_tags(client: mlflow.MlflowClient, run_id: str, tags: Mapping[str, str]) -> None:
+    """Set tags on a run that several workers write (a study's parent): MLflow's SQL store
+    inserts a tag it did not find, so two workers setting one new key at once make one of
+    them fail on the unique key; the loser tries again, and then updates it."""
+    import time
+
+    from mlflow.entities import RunTag
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(1, SHARED_TAG_ATTEMPTS + 1):
+        try:
+            client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+            return
+        except MlflowException as e:
+            if "UNIQUE constraint" not in str(e) and "UniqueViolation" not in str(e) \
+                    or attempt == SHARED_TAG_ATTEMPTS:
+                raise
+            time.sleep(0.05 * attempt)
+
+
 def end_run(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) -> None:
     """End ``run_id`` with ``status`` (FAILED, KILLED) and the reason in :data:`REASON_TAG`."""
     client.set_tag(run_id, REASON_TAG, redact_text(reason)[:5000])

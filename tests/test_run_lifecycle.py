@@ -117,3 +117,4 @@ def test_an_entry_point_stopped_before_its_workload_ends_its_run_killed(
     assert ended.data.tags[REASON_TAG] == "stopped by signal SIGTERM"
     assert capsys.readouterr().err.strip() == \
         "mlflow-dlaas train: stopped by signal SIGTERM; its run ended KILLED"
+

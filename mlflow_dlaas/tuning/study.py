@@ -13,12 +13,12 @@ from typing import Any
 
 import mlflow
 import optuna
-from mlflow.entities import Param, RunTag
+from mlflow.entities import Param
 from optuna.trial import TrialState
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.ownership import owner_tags
-from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run, set_shared_tags
 from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.feasibility import (
@@ -224,7 +224,7 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
 def _claim_parent(parent_id: str) -> None:
     """The parent run is RUNNING and owned by this worker (the last one to claim it)."""
     client = mlflow.MlflowClient()
-    client.log_batch(parent_id, tags=[RunTag(k, v) for k, v in owner_tags().items()])
+    set_shared_tags(client, parent_id, owner_tags())
     client.update_run(parent_id, status="RUNNING")
 
 

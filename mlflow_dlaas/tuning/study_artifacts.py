@@ -13,6 +13,7 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from mlflow_dlaas.run_lifecycle import set_shared_tags
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
     closest_infeasible,
@@ -84,14 +85,14 @@ def _tag_best(client: mlflow.MlflowClient, study: optuna.Study, spec: StudySpec,
         row = best[0]
         client.log_metric(parent_id, f"best_{spec.objectives[0].metric}",
                           float(row[spec.objectives[0].metric]))
-        client.set_tag(parent_id, "dlaas.best_trial", str(row["trial"]))
-        client.set_tag(parent_id, "dlaas.best_run_ids", row["mlflow_run_ids"])
+        set_shared_tags(client, parent_id, {"dlaas.best_trial": str(row["trial"]),
+                                            "dlaas.best_run_ids": row["mlflow_run_ids"]})
         study.set_user_attr(BEST_ATTR, row["trial"])
     elif best:
         study.set_user_attr(BEST_ATTR, [row["trial"] for row in best])
     elif closest is not None:
-        client.set_tag(parent_id, "dlaas.best_trial", NONE_FEASIBLE)
-        client.set_tag(parent_id, "dlaas.closest_trial", str(closest.number))
+        set_shared_tags(client, parent_id, {"dlaas.best_trial": NONE_FEASIBLE,
+                                            "dlaas.closest_trial": str(closest.number)})
         study.set_user_attr(BEST_ATTR, NONE_FEASIBLE)
 
 
