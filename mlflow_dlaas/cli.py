@@ -225,9 +225,8 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
         click.echo(answer.sentence())
         for evidence in answer.evidence:
             click.echo(f"  evidence: {evidence.run_name} {evidence.link}")
-        for settings, value in answer.runners_up:
-            click.echo("  next: " + ", ".join(f"{k}={v}" for k, v in settings.items())
-                       + f" -> {value}")
+        for name, value in answer.runner_up_names():
+            click.echo(f"  next: {name}: {value}")
         for note in answered.notes:
             click.echo(f"  note: {note}")
     sys.exit(0 if answer.found else 1)
@@ -286,12 +285,15 @@ def reproduce_command(quick: bool, full: bool, claims: str | None, experiment: s
 
 
 @cli.command("demo")
+@click.option("--replicates", type=int, default=3, show_default=True,
+              help="Runs of each training and serving configuration (3: the fewest with "
+                   "which the report can name a winner; 1: a quicker look).")
 @reports_errors
-def demo_command() -> None:
+def demo_command(replicates: int) -> None:
     """Run the main job on the embedded default (what `make demo` runs)."""
     from mlflow_dlaas.demo import run_demo
 
-    run_demo()
+    run_demo(replicates)
 
 
 @cli.command("projects-path")

@@ -3,8 +3,11 @@
 Trains LeNet-5 on the embedded MNIST sample in PyTorch, TensorFlow and MXNet; serves each
 framework's model natively and the PyTorch model's ONNX export in ONNX Runtime (at two
 thread counts) and OpenVINO; runs a small PyTorch threading study; writes the comparison
-report. Every step is a real ``mlflow run`` of a project in a fresh process. A step that
-fails is reported and the job goes on; the exit code says whether all succeeded.
+report. Every step is a real ``mlflow run`` of a project in a fresh process. Each compared
+configuration (a framework's training, a runtime's serving) is measured
+:data:`REPLICATES` times, interleaved (A B C, A B C, ...: a burst of other load hits every
+configuration alike), so that the recommendations can name a winner. A step that fails is
+reported and the job goes on; the exit code says whether all succeeded.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import mlflow
 
-from mlflow_dlaas.errors import NothingToCompareError, WorkloadError
+from mlflow_dlaas.errors import ConfigError, NothingToCompareError, WorkloadError
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run
 from mlflow_dlaas.libraries.settings import installed_choices
 from mlflow_dlaas.run_lifecycle import REASON_TAG
@@ -29,7 +32,10 @@ REPORT_DIR = "dlaas-reports/demo"
 TRAIN = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
          "learning_rate": 0.01, "momentum": 0.9, "target_accuracy": 0.9}
 INFER = {"batch_sizes": "1,8,32", "scenarios": "single_stream,offline,server",
-         "min_query_count": 100, "min_duration_s": 1.0}
+         "min_query_count": 100, "min_duration_s": 0.5}
+#: Runs of each compared configuration: the fewest with which the report's rank test can
+#: separate two of them (report/separation.py: MIN_REPLICATES).
+REPLICATES = 3
 #: framework -> MLflow Projects environment manager (MXNet needs its own numpy 1.23)
 TRAIN_FRAMEWORKS = {"pytorch": "local", "tensorflow": "local", "mxnet": "virtualenv"}
 #: (runtime, the framework whose trained model it serves, extra params)
@@ -64,10 +70,10 @@ class DemoResult:
 
 
 def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_id: str,
-                env_manager: str = "local") -> str:
+                env_manager: str = "local", replicate: int = 0) -> str:
     """One ``mlflow run`` of ``projects/<project>``; returns the run id."""
-    shown = " ".join(f"{k}={v}" for k, v in params.items() if k in ("intra_op_threads",))
-    print(f"demo: {project} {entry} {shown}...", file=sys.stderr)
+    shown = "".join(f" {k}={v}" for k, v in params.items() if k in ("intra_op_threads",))
+    print(f"demo: {project} {entry}{shown}, replicate {replicate + 1} ...", file=sys.stderr)
     submitted = start_project_run(project, entry, params, experiment_id=experiment_id,
                                   env_manager=env_manager)
     client = mlflow.MlflowClient()
@@ -79,11 +85,14 @@ def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_
     return submitted.run_id
 
 
-def run_demo() -> DemoResult:
-    """Train, serve, tune, compare; failures are collected, not fatal to the other steps."""
+def run_demo(replicates: int = REPLICATES) -> DemoResult:
+    """Train, serve, tune, compare; failures are collected, not fatal to the other steps.
+    Each training and serving configuration runs ``replicates`` times, interleaved."""
     from mlflow_dlaas.tuning.spec import parse_spec
     from mlflow_dlaas.tuning.study import run_study
 
+    if replicates < 1:
+        raise ConfigError(f"replicates must be at least 1, got {replicates}")
     target = configure_tracking()
     experiment_id = ensure_experiment(DEMO_EXPERIMENT)
     result = DemoResult()
@@ -97,21 +106,25 @@ def run_demo() -> DemoResult:
             print(f"demo: {role} failed, going on: {e}", file=sys.stderr)
             return None
 
-    for framework, env_manager in TRAIN_FRAMEWORKS.items():
-        run_id = step(f"train/{framework}", lambda f=framework, m=env_manager:
-                      _mlflow_run(f, "train", TRAIN, experiment_id, m))
-        if run_id:
-            result.runs[f"train/{framework}"] = run_id
-    for runtime, source, extra in SERVING:
-        trained = result.runs.get(f"train/{source}")
-        if trained is None:
-            continue
-        role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
-        params = {**INFER, **extra, "model_uri": f"runs:/{trained}"}
-        run_id = step(role, lambda r=runtime, p=params: _mlflow_run(
-            r, "infer", p, experiment_id, TRAIN_FRAMEWORKS.get(r, "local")))
-        if run_id:
-            result.runs[role] = run_id
+    for replicate in range(replicates):  # repeat-major: A B C, A B C, ...
+        for framework, env_manager in TRAIN_FRAMEWORKS.items():
+            role = f"train/{framework}"
+            params = {**TRAIN, "seed": replicate}
+            run_id = step(role, lambda f=framework, m=env_manager, p=params, i=replicate:
+                          _mlflow_run(f, "train", p, experiment_id, m, i))
+            if run_id and role not in result.runs:  # the first replicate's model is served
+                result.runs[role] = run_id
+    for replicate in range(replicates):
+        for runtime, source, extra in SERVING:
+            trained = result.runs.get(f"train/{source}")
+            if trained is None:
+                continue
+            role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
+            params = {**INFER, **extra, "model_uri": f"runs:/{trained}", "seed": replicate}
+            run_id = step(role, lambda r=runtime, p=params, i=replicate: _mlflow_run(
+                r, "infer", p, experiment_id, TRAIN_FRAMEWORKS.get(r, "local"), i))
+            if run_id and role not in result.runs:
+                result.runs[role] = run_id
     print("demo: threading study ...", file=sys.stderr)
     launcher = os.environ.pop("MLFLOW_RUN_ID", None)  # under `mlflow run .`: not the parent
     try:

@@ -69,8 +69,7 @@ def _recommendation(rec: Recommendation) -> str:
         html += f"<p>Evidence runs: {links}</p>"
     if rec.runners_up:
         html += "<p>Next best: " + "; ".join(
-            escape(", ".join(f"{k}={v}" for k, v in s.items()) + f" -> {v}")
-            for s, v in rec.runners_up) + "</p>"
+            escape(f"{name}: {value}") for name, value in rec.runner_up_names()) + "</p>"
     return html + "</div>"
 
 

@@ -32,6 +32,9 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
             if rec.evidence:
                 lines.append("  evidence: " + ", ".join(
                     f"[{e.run_name or e.run_id}]({e.link})" for e in rec.evidence))
+            if rec.runners_up:
+                lines.append("  next best: " + "; ".join(
+                    f"{name}: {value}" for name, value in rec.runner_up_names()))
     for table in section.tables:
         lines += ["", f"{level} {table.title}", "",
                   "| " + " | ".join(table.headings) + " |",

@@ -54,7 +54,8 @@ def test_the_report_run_holds_the_report_and_is_not_compared(
     assert reports and all(r.info.status == "FINISHED" for r in reports)
     logged = {a.path for a in client.list_artifacts(reports[0].info.run_id, "report")}
     assert {"report/report.html", "report/report.md", "report/runs.csv"} <= logged
-    assert reports[0].data.tags["dlaas.recommendation.0"].startswith("maximize accuracy")
+    assert ": highest accuracy (final_test_accuracy), " in \
+        reports[0].data.tags["dlaas.recommendation.0"]
     again = _cli(cli_path, measured, "compare", "--experiment", measured.experiment,
                  "--output", str(tmp_path), "--no-run")
     assert again.returncode == 0, again.stderr
@@ -172,7 +173,7 @@ def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
                 "--output", str(tmp_path))
     assert done.returncode == 0, done.stderr
     markdown = (tmp_path / "report.md").read_text()
-    assert "maximize accuracy" in markdown and "time_to_accuracy" not in markdown.split(
+    assert "highest accuracy" in markdown and "time_to_accuracy" not in markdown.split(
         "## Training")[0]  # no default question without its metric
     assert "`time_to_accuracy_seconds` is missing in 1 of 1 runs" in markdown
     (report,) = client.search_runs([experiment_id], "tags.`dlaas.entry` = 'report'")
