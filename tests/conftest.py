@@ -166,6 +166,7 @@ def _needs_shared(item: pytest.Item) -> bool:
         item.nodeid.startswith("tests/test_main_job.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests of :data:`SHARED_GROUP` on one xdist worker (``--dist loadgroup``)."""
     for item in items:
