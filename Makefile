@@ -41,9 +41,5 @@ demo: $(STAMP) libraries
 lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
 
-# Two pytest workers (pytest-xdist): most tests wait on processes, stores and servers; the
-# tests that share the demo, the documented study or MXNet's environment run on one of them
-# (tests/conftest.py: SHARED_GROUP).
 test: lint browser libraries
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15 \
-		-n 2 --dist loadgroup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15

@@ -144,31 +144,3 @@ def threading_study(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
     """:data:`THREADING_STUDY` as written, once a session, in a fresh folder and store."""
     return run_as_user(THREADING_STUDY, user_folder(tmp_path_factory, "threading"), 900)
 
-
-#: The xdist group of tests that share one session's costly fixture (the demo, the documented
-#: threading study) or MXNet's virtualenv (built on first use; two builders at once would
-#: race): they run on one worker, so each is made once.
-SHARED_GROUP = "main-job-and-mxnet"
-SHARED_FIXTURES = frozenset({"demo", "threading_study"})
-
-
-def _needs_shared(item: pytest.Item) -> bool:
-    if SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    command = str(params.get("command", ""))
-    if command:
-        from tests.test_documented_commands import RUN_AS_WRITTEN
-
-        if RUN_AS_WRITTEN.get(command) in ("demo", "threading"):
-            return True
-    return "mxnet" in item.nodeid.lower() or "mxnet" in command or \
-        item.nodeid.startswith("tests/test_main_job.py")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests of :data:`SHARED_GROUP` on one xdist worker (``--dist loadgroup``)."""
-    for item in items:
-        if _needs_shared(item):
-            item.add_marker(pytest.mark.xdist_group(SHARED_GROUP))

@@ -117,7 +117,7 @@ def test_runs_of_two_hosts_are_never_pooled(tracking: str, tmp_path: Path) -> No
     for section in sections:
         assert "### Training" in section and "| pytorch | 4 |" in section
         assert "| 8 |" not in section
-    assert "-> 1.15 (median of 4 runs" in sections[0] and "tensorflow" in sections[1].split(
+    assert ", 1.15 (median of 4 runs" in sections[0] and "tensorflow" in sections[1].split(
         "### Training")[0]  # each host's recommendation is its own
     html = (tmp_path / "report.html").read_text()
     assert html.count("<h2 id='host-") == 2 and html.count("<h3>Training</h3>") == 2
