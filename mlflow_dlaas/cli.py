@@ -285,8 +285,8 @@ def reproduce_command(quick: bool, full: bool, claims: str | None, experiment: s
 
 
 @cli.command("demo")
-@click.option("--replicates", type=int, default=3, show_default=True,
-              help="Runs of each training and serving configuration (3: the fewest with "
+@click.option("--replicates", type=int, default=4, show_default=True,
+              help="Runs of each training and serving configuration (4: the fewest with "
                    "which the report can name a winner; 1: a quicker look).")
 @reports_errors
 def demo_command(replicates: int) -> None:

@@ -33,9 +33,9 @@ TRAIN = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
          "learning_rate": 0.01, "momentum": 0.9, "target_accuracy": 0.9}
 INFER = {"batch_sizes": "1,8,32", "scenarios": "single_stream,offline,server",
          "min_query_count": 100, "min_duration_s": 0.5}
-#: Runs of each compared configuration: the fewest with which the report's rank test can
-#: separate two of them (report/separation.py: MIN_REPLICATES).
-REPLICATES = 3
+#: Runs of each compared configuration: the fewest with which the report's exact rank test
+#: can separate two of them (3 against 3 cannot give p below 0.1; 4 against 4 can: 0.029).
+REPLICATES = 4
 #: framework -> MLflow Projects environment manager (MXNet needs its own numpy 1.23)
 TRAIN_FRAMEWORKS = {"pytorch": "local", "tensorflow": "local", "mxnet": "virtualenv"}
 #: (runtime, the framework whose trained model it serves, extra params)

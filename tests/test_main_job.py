@@ -160,8 +160,8 @@ def test_reproduce_writes_its_claims_report_on_the_demo_store(demo: CommandResul
     assert (demo.folder / "claims" / "claims.html").is_file()
 
 
-def test_the_demo_measures_each_configuration_three_times(demo: CommandResult) -> None:
-    """Three replicates of every training and serving configuration, so that on a quiet
+def test_the_demo_measures_each_configuration_enough_times(demo: CommandResult) -> None:
+    """:data:`REPLICATES` runs of every training and serving configuration, so that on a quiet
     machine its recommendations reach a verdict (not "repeat the runs")."""
     measured = _measured_runs(demo)
     configs = Counter((r.data.tags["dlaas.entry"], r.data.tags.get(

@@ -63,8 +63,8 @@ class Recommendation:
         if self.separation:
             verdict = "; " + self.separation.text
             if self.runners_up:  # name it where the verdict speaks of it
-                verdict = verdict.replace("the next best", f"the next best, "
-                                          f"{self.runner_up_names()[0][0]},", 1)
+                verdict = verdict.replace("the next best", f"the next best "
+                                          f"({self.runner_up_names()[0][0]})", 1)
         return f"{self.winner()}: {wanted}, {self.value}{verdict}"
 
     def winner(self) -> str:

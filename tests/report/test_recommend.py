@@ -104,7 +104,7 @@ def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None
     answer = recommend(rows, parse_goal("train_time"))
     assert answer.sentence().startswith(
         "pytorch with batch_size=64: lowest train_time (train_time_seconds), 1.15 (median")
-    assert "ahead of the next best, tensorflow with batch_size=32, beyond" in answer.sentence()
+    assert "ahead of the next best (tensorflow with batch_size=32) beyond" in answer.sentence()
     assert answer.runner_up_names() == [("tensorflow with batch_size=32",
                                          answer.runners_up[0][1])]
     assert "log_model" not in answer.sentence()
