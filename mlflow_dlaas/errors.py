@@ -36,7 +36,8 @@ class CommandNotExecutableError(DlaasError):
 
 
 class TrackingUnavailableError(DlaasError):
-    """The tracking server or database does not answer, or refuses the connection."""
+    """The tracking server or database, or a study's storage, does not answer within its
+    bound, or refuses the connection."""
 
 
 class MissingDependencyError(DlaasError, ImportError):

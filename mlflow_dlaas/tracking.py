@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -9,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from mlflow_dlaas.errors import TrackingUnavailableError
@@ -22,8 +24,10 @@ SUPPRESS_URL_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 #: How long a command waits for a tracking server or database that does not answer (MLflow
 #: itself retries for minutes).
 CONNECT_WITHIN_S = 10.0
-#: Network stores by scheme (a SQLAlchemy driver suffix ignored), and their default ports.
-NETWORK_STORES = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+#: Network stores by scheme (a SQLAlchemy driver suffix ignored), and their default ports
+#: (Redis: a study's journal).
+NETWORK_STORES = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433,
+                  "redis": 6379, "rediss": 6379}
 DATABASES = ("postgresql", "mysql", "mssql")
 
 
@@ -136,10 +140,16 @@ def quiet_run_links(uri: str) -> None:
         os.environ[SUPPRESS_URL_ENV] = "true"
 
 
-def check_reachable(uri: str, *, within_s: float = CONNECT_WITHIN_S) -> None:
-    """Raise :class:`TrackingUnavailableError` within about ``within_s`` when the tracking
-    server or database of ``uri`` does not accept a connection; a database must also let us
-    in. Local stores (SQLite, files) pass at once."""
+#: What to do when the tracking store does not answer.
+TRACKING_FIX = (f"start it, fix {TRACKING_ENV}, or unset it to track in the embedded store "
+                "here")
+
+
+def check_reachable(uri: str, *, within_s: float = CONNECT_WITHIN_S,
+                    role: str = "tracking store", fix: str = TRACKING_FIX) -> None:
+    """Raise :class:`TrackingUnavailableError` within about ``within_s`` when the server or
+    database of ``uri`` (the ``role`` it plays) does not accept a connection; a database
+    must also let us in within the time left. Local stores (SQLite, files) pass at once."""
     parts = urlsplit(uri)
     scheme = parts.scheme.split("+", 1)[0]
     if scheme not in NETWORK_STORES or not parts.hostname:
@@ -157,32 +167,47 @@ def check_reachable(uri: str, *, within_s: float = CONNECT_WITHIN_S) -> None:
         except OSError as e:
             if time.monotonic() + 1.0 >= deadline:
                 raise TrackingUnavailableError(
-                    f"cannot reach the tracking store {redact_uri(uri)} within {within_s:.0f} s "
-                    f"({e.strerror or e}); start it, fix {TRACKING_ENV}, or unset it to track in "
-                    "the embedded store here") from None
+                    f"cannot reach the {role} {redact_uri(uri)} within {within_s:.0f} s "
+                    f"({e.strerror or e}); {fix}") from None
             time.sleep(1.0)
     if scheme in DATABASES:
-        _check_login(uri)
+        _check_login(uri, max(deadline - time.monotonic(), 1.0), role, fix)
 
 
-def _check_login(uri: str) -> None:
-    """One connection to the tracking database: MLflow retries a refused login for minutes."""
+def database_connect_args(uri: str, within_s: float = CONNECT_WITHIN_S) -> dict[str, Any]:
+    """The driver's own bound on opening a connection to the database of ``uri`` (a server
+    that accepts the socket and never answers would hold the driver for minutes)."""
+    scheme = urlsplit(uri).scheme.split("+", 1)[0]
+    if scheme in ("postgresql", "postgres", "mysql"):
+        return {"connect_timeout": max(1, math.ceil(within_s))}
+    return {}
+
+
+def _check_login(uri: str, within_s: float, role: str, fix: str) -> None:
+    """One connection to the database, bounded by ``within_s``: MLflow retries a refused
+    login for minutes, and a silent server holds a connection attempt for longer."""
     import sqlalchemy
 
     try:
-        engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
+        engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool,
+                                          connect_args=database_connect_args(uri, within_s))
     except ImportError as e:
         raise TrackingUnavailableError(f"the database driver for {redact_uri(uri)} is not "
                                        f"installed ({e}); install the driver the URI names, "
                                        "e.g. postgresql+psycopg:// with psycopg") from None
+    started = time.monotonic()
     try:
         with engine.connect():
             pass
     except Exception as e:  # a driver's own error: say it in one line, without credentials
         reason = redact_text(str(getattr(e, "orig", None) or e)).strip().splitlines()
+        said = reason[0] if reason else type(e).__name__
+        if time.monotonic() - started >= within_s - 0.5:
+            raise TrackingUnavailableError(
+                f"the {role} {redact_uri(uri)} accepted the connection but did not answer "
+                f"within {within_s:.0f} s ({said}); {fix}") from None
         raise TrackingUnavailableError(
-            f"the tracking database {redact_uri(uri)} refused the connection: "
-            f"{reason[0] if reason else type(e).__name__}; check the user, password and "
-            f"database name in {TRACKING_ENV}") from None
+            f"the {role} {redact_uri(uri)} refused the connection: {said}; check the user, "
+            "password and database name in its URI") from None
     finally:
         engine.dispose()

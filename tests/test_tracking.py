@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +30,32 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A port whose server accepts every connection and never answers (a hung database)."""
+    held: list[socket.socket] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(0.2)
+        done = threading.Event()
+
+        def accept() -> None:
+            while not done.is_set():
+                with contextlib.suppress(OSError):
+                    held.append(server.accept()[0])
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            done.set()
+            thread.join()
+            for connection in held:
+                connection.close()
 
 
 def test_the_browse_hint_hides_the_password() -> None:
@@ -67,6 +96,24 @@ def test_an_unreachable_store_is_refused_within_the_bound(scheme: str) -> None:
     assert SECRET not in str(e.value) and "nobody:***@127.0.0.1" in str(e.value)
 
 
+@pytest.mark.parametrize("scheme", ["postgresql+psycopg", "redis"])
+def test_a_store_that_accepts_and_never_answers_is_refused_within_the_bound(scheme: str) -> None:
+    from mlflow_dlaas.tuning.storage import make_storage
+
+    with silent_server() as port:
+        uri = f"{scheme}://nobody:{SECRET}@127.0.0.1:{port}/x"
+        started = time.monotonic()
+        with pytest.raises(TrackingUnavailableError, match="did not answer") as e:
+            if scheme == "redis":
+                make_storage(uri.replace("/x", "/0"))
+            else:
+                check_reachable(uri, within_s=3)
+    took = time.monotonic() - started
+    assert took < (15 if scheme == "redis" else 6), took
+    assert SECRET not in str(e.value) and "nobody:***@127.0.0.1" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+
+
 def test_local_stores_pass_at_once() -> None:
     for uri in ("sqlite:////tmp/none.db", "file:///tmp/mlruns", "/tmp/mlruns", "databricks"):
         check_reachable(uri, within_s=0.1)
@@ -94,6 +141,29 @@ def test_monitor_says_the_store_is_unreachable_instead_of_retrying(cli_path: str
         f"{uri.replace('nobody@', '***@')} within 10 s "
         "(Connection refused); start it, fix MLFLOW_TRACKING_URI, or unset it to track in the "
         "embedded store here"]
+
+
+@pytest.mark.slow
+def test_a_study_storage_that_never_answers_is_one_line_and_exit_1(cli_path: str,
+                                                                   tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("frameworks: [pytorch]\nfixed: {model: mlp}\nn_trials: 1\n"
+                    "objectives: [{metric: accuracy, direction: maximize}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    with silent_server() as port:
+        storage = f"postgresql+psycopg://u:{SECRET}@127.0.0.1:{port}/optuna"
+        started = time.monotonic()
+        out = subprocess.run([cli_path, "study", str(spec), "--storage", storage], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert time.monotonic() - started < 40
+    errors = [line for line in out.stderr.splitlines() if "error" in line]
+    assert errors == [f"mlflow-dlaas: error: the study storage postgresql+psycopg://u:***@"
+                      f"127.0.0.1:{port}/optuna accepted the connection but did not answer "
+                      "within 10 s (connection timeout expired); start it or give another "
+                      "--storage"], out.stderr
+    assert SECRET not in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr
 
 
 def test_a_command_error_naming_a_uri_hides_its_password(cli_path: str, tmp_path: Path) -> None:

@@ -5,15 +5,24 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import optuna
 
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.errors import ConfigError, TrackingUnavailableError
 from mlflow_dlaas.store_lock import first_use_lock, sqlite_path
-from mlflow_dlaas.tracking import redact_uri
+from mlflow_dlaas.tracking import (
+    CONNECT_WITHIN_S,
+    check_reachable,
+    database_connect_args,
+    redact_text,
+    redact_uri,
+)
 
 EMBEDDED_SQLITE = "optuna.db"
 EMBEDDED_JOURNAL = "optuna-journal.log"
+#: What to do when a study's database does not answer.
+STORAGE_FIX = "start it or give another --storage"
 
 
 def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
@@ -29,12 +38,7 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
         backend = optuna.storages.journal.JournalFileBackend(path)
         return optuna.storages.JournalStorage(backend), f"journal file {path}"
     if url.startswith("redis://") or url.startswith("rediss://"):
-        try:
-            backend = optuna.storages.journal.JournalRedisBackend(url)
-        except ImportError as e:
-            raise ConfigError("a Redis journal needs the redis package: "
-                              "pip install 'mlflow-dlaas[redis]'") from e
-        return optuna.storages.JournalStorage(backend), f"Redis journal {redact_uri(url)}"
+        return _redis_journal(url), f"Redis journal {redact_uri(url)}"
     if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
         return _rdb_storage(url), f"database {redact_uri(url)}"
     raise ConfigError(f"unknown study storage {redact_uri(url)!r}; use journal[:PATH], "
@@ -56,20 +60,54 @@ def absolute_url(url: str | None) -> str:
     return url
 
 
+def _redis_journal(url: str) -> optuna.storages.JournalStorage:
+    """Optuna's journal in the Redis server of ``url``, whose every connection and command
+    waits at most :data:`CONNECT_WITHIN_S` (redis-py waits for ever by default)."""
+    try:
+        import redis
+    except ImportError as e:
+        raise ConfigError("a Redis journal needs the redis package: "
+                          "pip install 'mlflow-dlaas[redis]'") from e
+    check_reachable(url, role="study storage", fix=STORAGE_FIX)
+    bounded = with_query_defaults(url, socket_connect_timeout=CONNECT_WITHIN_S,
+                                  socket_timeout=CONNECT_WITHIN_S)
+    try:
+        redis.Redis.from_url(bounded).ping()
+    except redis.RedisError as e:
+        raise TrackingUnavailableError(
+            f"the study storage {redact_uri(url)} did not answer a PING within "
+            f"{CONNECT_WITHIN_S:.0f} s ({redact_text(str(e)).splitlines()[0]}); "
+            f"{STORAGE_FIX}") from None
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalRedisBackend(bounded))
+
+
+def with_query_defaults(url: str, **defaults: float) -> str:
+    """``url`` with each of ``defaults`` added to its query unless the URL sets it."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query = {**{k: f"{v:g}" for k, v in defaults.items()}, **query}
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 def _rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
     """Optuna's RDB storage; workers starting together on a fresh database race to create
     its tables and all but one see 'already exists': a SQLite file is opened under a file
     lock, a database server with retries."""
     path = sqlite_path(url)
+    if path is None:  # a database server: it answers within the bound, or we say so
+        check_reachable(url, role="study storage", fix=STORAGE_FIX)
+    engine_kwargs = {"pool_pre_ping": True, "connect_args": database_connect_args(url)}
     for attempt in range(1, attempts + 1):
         try:
             with first_use_lock(path) if path else contextlib.nullcontext():
-                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
         except ImportError as e:
             raise ConfigError(f"the database driver for {url.split(':', 1)[0]} is missing: "
                               "pip install 'mlflow-dlaas[postgres]'") from e
         except Exception as e:
             if attempt == attempts:
-                raise ConfigError(f"cannot open study storage {redact_uri(url)}: {e}") from e
+                said = redact_text(str(getattr(e, "orig", None) or e)).strip().splitlines()
+                raise ConfigError(f"cannot open study storage {redact_uri(url)}: "
+                                  f"{said[0] if said else type(e).__name__}") from None
             time.sleep(0.5 * attempt)
     raise ConfigError(f"cannot open study storage {redact_uri(url)}")  # attempts < 1
