@@ -40,6 +40,11 @@ class TrackingUnavailableError(DlaasError):
     bound, or refuses the connection."""
 
 
+class DiskFullError(DlaasError):
+    """A disk this run writes to (its artifacts, the tracking store, the worker's folder)
+    is full."""
+
+
 class MissingDependencyError(DlaasError, ImportError):
     """An optional package is not installed; the message names the extra to install."""
 

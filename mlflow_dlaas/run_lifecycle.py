@@ -4,6 +4,7 @@ when their owner died, never left RUNNING."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import sys
 import traceback
@@ -13,6 +14,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import Param, Run
 
+from mlflow_dlaas.errors import DiskFullError
 from mlflow_dlaas.ownership import OWNER_HOST_TAG, Owner, owner_tags
 from mlflow_dlaas.tracking import redact_text
 
@@ -63,12 +65,41 @@ def end_if_running(run_id: str, status: str, reason: str) -> bool:
     return True
 
 
+#: What a full disk looks like in an error: the errno, or SQLite's words for it.
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_DISK_FULL_WORDS = ("database or disk is full", "No space left on device",
+                    "Disk quota exceeded")
+
+
+def disk_full_reason(error: BaseException) -> str | None:
+    """One line saying which disk filled up when ``error`` (or one it came from) is a full
+    disk; None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DiskFullError):
+            return str(current)
+        if isinstance(current, OSError) and current.errno in _DISK_FULL_ERRNOS:
+            target = current.filename2 or current.filename  # a copy's destination
+            where = f" writing {target}" if target else ""
+            return f"the disk is full ({current.strerror}{where}); free space there and rerun"
+        said = str(current)
+        if any(words in said for words in _DISK_FULL_WORDS):
+            return (f"the disk is full ({next(w for w in _DISK_FULL_WORDS if w in said)}); "
+                    "free space on the disk of the tracking store and its artifacts, and rerun")
+        current = current.__cause__ or current.__context__
+    return None
+
+
 @contextlib.contextmanager
 def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     """Start (or resume, under ``mlflow run``) a run; on any error tag the reason and FAIL it.
 
     Nested guards share the run: only the one that started it ends it, and tags this process
-    as its owner; the innermost one that sees an error records the reason.
+    as its owner; the innermost one that sees an error records the reason. A full disk is
+    raised on as :class:`DiskFullError` (one line, no traceback), saying whether the run
+    could still be ended.
     """
     owned = mlflow.active_run() is None
     run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
@@ -77,17 +108,31 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     try:
         yield run
     except BaseException as e:
+        disk_full = disk_full_reason(e)
+        reason = disk_full or redact_text(f"{type(e).__name__}: {e}")
         client = mlflow.MlflowClient()
-        if REASON_TAG not in client.get_run(run.info.run_id).data.tags:
-            with contextlib.suppress(Exception):
-                client.set_tag(run.info.run_id, REASON_TAG,
-                               redact_text(f"{type(e).__name__}: {e}")[:5000])
-                client.log_text(run.info.run_id, redact_text(traceback.format_exc()),
-                                "failure.txt")
+        with contextlib.suppress(Exception):
+            if REASON_TAG not in client.get_run(run.info.run_id).data.tags:
+                client.set_tag(run.info.run_id, REASON_TAG, reason[:5000])
+                if disk_full is None:
+                    client.log_text(run.info.run_id, redact_text(traceback.format_exc()),
+                                    "failure.txt")
+        ended = True
         if owned:
             # an error may name its run's status (a pruned trial's run ends KILLED)
-            mlflow.end_run(getattr(e, "run_status", None)
-                           or ("KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED"))
+            status = getattr(e, "run_status", None) \
+                or ("KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
+            try:
+                mlflow.end_run(status)
+            except Exception:
+                ended = False
+                if disk_full is None:
+                    raise
+        if disk_full is not None and not isinstance(e, DiskFullError):
+            raise DiskFullError(
+                f"{disk_full}; " + ("its run ended FAILED" if ended else
+                                    f"its run {run.info.run_id} could not be ended either: the "
+                                    "next mlflow-dlaas command on this store ends it")) from None
         raise
     if owned:
         mlflow.end_run("FINISHED")

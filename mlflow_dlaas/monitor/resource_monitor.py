@@ -84,6 +84,7 @@ class ResourceMonitor:
         self._unavailable: dict[str, str] = {}
         self._probe_errors = 0
         self._failed_probes: set[str] = set()
+        self._push_errors: set[str] = set()
         self._thread_cpu_s = 0.0
         self._sink: MlflowSink | None = None
         self._flushed = 0
@@ -222,7 +223,11 @@ class ResourceMonitor:
                 try:
                     self._push_pending()
                 except Exception as e:  # the tracking server may hiccup; retry next time
-                    log.warning("monitor could not log to MLflow yet: %s", e)
+                    said = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                    if said not in self._push_errors:  # once per cause, in one line
+                        self._push_errors.add(said)
+                        log.warning("monitor could not log to MLflow yet (it retries): %s",
+                                    said)
                 last_flush = now
             self._thread_cpu_s = time.thread_time() - cpu0
 

@@ -37,9 +37,11 @@ class MlflowSink:
                 self._pending.append(Metric(named[0], value * named[1], timestamp_ms, step))
 
     def flush(self) -> None:
+        """Log what is queued; a batch the store refused stays queued for the next flush."""
         while self._pending:
-            chunk, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            chunk = self._pending[:MAX_BATCH]
             self.client.log_batch(self.run_id, metrics=chunk)
+            del self._pending[:len(chunk)]
 
     def finish(self, result: MonitorResult, interval_s: float) -> None:
         """Flush the history, then log the curated summaries, source status, and the raw

@@ -13,6 +13,7 @@ import collections
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import mlflow
 
@@ -76,6 +79,21 @@ def run_worker(launch: WorkerLaunch, run_id: str,
     the worker, where the entry started it early (before importing MLflow)."""
     with started or StartedWorker(launch) as worker:
         return _Supervision(launch, run_id, worker).run()
+
+
+def log_artifacts_whole(local: Path, artifact_path: str) -> None:
+    """Log the folder ``local`` as ``artifact_path``, or nothing: a copy into a local artifact
+    store that fails half-way (a full disk) is removed, so that no run holds part of a
+    model."""
+    uri = urlparse(mlflow.get_artifact_uri(artifact_path))
+    destination = Path(url2pathname(uri.path)) if uri.scheme in ("", "file") else None
+    new = destination is not None and bool(artifact_path) and not destination.exists()
+    try:
+        mlflow.log_artifacts(str(local), artifact_path)
+    except BaseException:
+        if new:
+            shutil.rmtree(destination, ignore_errors=True)
+        raise
 
 
 class _Supervision:
@@ -189,7 +207,7 @@ class _Supervision:
         elif message.kind == "artifacts":
             local = Path(body["path"]).resolve()
             if self.workdir.resolve() in local.parents:  # only files of this run's folder
-                mlflow.log_artifacts(str(local), body["artifact_path"])
+                log_artifacts_whole(local, body["artifact_path"])
         elif message.kind == "result":
             self.result.update(body)
         elif message.kind == "error":

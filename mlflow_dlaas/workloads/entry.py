@@ -41,6 +41,9 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
     even by SIGKILL; either stop is one line and exit code 128 + the signal's number.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # MLflow's SQL store logs each failed statement with its traceback and then raises it;
+    # the raised error is what ends the run, in one line (a full disk printed 120 lines)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     try:
         with stop_on_signals():
             die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
