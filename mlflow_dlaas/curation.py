@@ -1,8 +1,9 @@
 """Which figures become MLflow metrics (the few a person compares) and which stay in the
 run's ``summary.json`` artifact (every other statistic).
 
-A run carries its headline figures as top-level metrics (no ``/``: the UI lists them first),
-per-epoch or per-batch-size histories as single keys with steps, and per phase only what
+A run carries its headline figures as top-level metrics (no ``/``; MLflow 3.17's run page
+lists them in its Overview table, but charts them last, in "Model metrics", after the
+``{phase}/`` sections, which it sorts by code point), per-epoch or per-batch-size histories as single keys with steps, and per phase only what
 answers a question: duration, peak RSS, CPU seconds, mean CPU % and energy.
 """
 
