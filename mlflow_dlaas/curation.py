@@ -3,8 +3,9 @@ run's ``summary.json`` artifact (every other statistic).
 
 A run carries its headline figures as top-level metrics (no ``/``; MLflow 3.17's run page
 lists them in its Overview table, but charts them last, in "Model metrics", after the
-``{phase}/`` sections, which it sorts by code point), per-epoch or per-batch-size histories as single keys with steps, and per phase only what
-answers a question: duration, peak RSS, CPU seconds, mean CPU % and energy.
+``{phase}/`` sections, which it sorts by code point), per-epoch or per-batch-size histories
+as single keys with steps, and per phase only what answers a question: duration, peak RSS,
+CPU seconds, mean CPU % and energy.
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ session-level advisory lock; a tracking server serialises its own store.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -52,12 +54,33 @@ POSTGRES_CONNECT_TIMEOUT_S = 10
 POSTGRES_LOCK_TIMEOUT_S = 120
 
 
+#: How long a SQLite writer waits for another's lock before "database is locked". Python's
+#: sqlite3 waits 5 s, which a busy 2-core machine exceeded with a study's driver, its trial's
+#: entry and monitor writing one store (seen in the suite).
+SQLITE_BUSY_TIMEOUT_S = 60
+
+
+def wait_for_sqlite_locks() -> None:
+    """Make every SQLite connection this process opens through SQLAlchemy (MLflow's store,
+    Optuna's) wait :data:`SQLITE_BUSY_TIMEOUT_S` for a lock; idempotent."""
+    import sqlalchemy
+
+    if not sqlalchemy.event.contains(sqlalchemy.engine.Engine, "connect", _sqlite_busy_timeout):
+        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", _sqlite_busy_timeout)
+
+
+def _sqlite_busy_timeout(connection: Any, _record: Any) -> None:
+    if isinstance(connection, sqlite3.Connection):
+        connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+
+
 def initialise_tracking_store(uri: str) -> None:
     """Open MLflow's store at ``uri`` under the lock when it is a SQLite file or a
     PostgreSQL database (the first opener creates the tables; MLflow caches the opened
     store for the process)."""
     path = sqlite_path(uri)
     if path is not None:
+        wait_for_sqlite_locks()
         with first_use_lock(path):
             _open_store(uri)
     elif uri.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):

@@ -17,12 +17,15 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.run_lifecycle import REASON_TAG
+from mlflow_dlaas.store_lock import wait_for_sqlite_locks
 from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
 
 
 @pytest.fixture(scope="session")
 def tracking_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One SQLite store for the session (creating one costs seconds); tests use own experiments."""
+    """One SQLite store for the session (creating one costs seconds); tests use own experiments.
+    The tests' own connections wait for locks as the product's do."""
+    wait_for_sqlite_locks()
     return tmp_path_factory.mktemp("tracking")
 
 

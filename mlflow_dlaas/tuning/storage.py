@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import optuna
 
 from mlflow_dlaas.errors import ConfigError, TrackingUnavailableError
-from mlflow_dlaas.store_lock import first_use_lock, sqlite_path
+from mlflow_dlaas.store_lock import first_use_lock, sqlite_path, wait_for_sqlite_locks
 from mlflow_dlaas.tracking import (
     CONNECT_WITHIN_S,
     check_reachable,
@@ -96,6 +96,8 @@ def _rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
     path = sqlite_path(url)
     if path is None:  # a database server: it answers within the bound, or we say so
         check_reachable(url, role="study storage", fix=STORAGE_FIX)
+    else:
+        wait_for_sqlite_locks()
     engine_kwargs = {"pool_pre_ping": True, "connect_args": database_connect_args(url)}
     for attempt in range(1, attempts + 1):
         try:
