@@ -102,10 +102,15 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     could still be ended.
     """
     owned = mlflow.active_run() is None
-    run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
-    if owned:
-        mlflow.set_tags(owner_tags())
     try:
+        run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
+    except BaseException:  # stopped inside start_run: MLflow would end it FINISHED at exit
+        if owned and mlflow.active_run() is not None:
+            mlflow.end_run("KILLED")
+        raise
+    try:
+        if owned:  # inside the guard: a stop while tagging ends the run KILLED, not FINISHED
+            mlflow.set_tags(owner_tags())
         yield run
     except BaseException as e:
         disk_full = disk_full_reason(e)
