@@ -6,6 +6,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -294,6 +295,19 @@ def demo_command(replicates: int) -> None:
     from mlflow_dlaas.demo import run_demo
 
     run_demo(replicates)
+
+
+@cli.command("resend")
+@click.argument("paths", nargs=-1, metavar="[RUN_JOURNAL...]",
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+@reports_errors
+def resend_command(paths: tuple[Path, ...]) -> None:
+    """Send what runs logged while their tracking server did not answer, from their journals
+    (default: every journal on this machine), to MLFLOW_TRACKING_URI or the server they were
+    logged to. Sending twice is harmless."""
+    from mlflow_dlaas.journaled_store import resend_journals
+
+    resend_journals(list(paths))
 
 
 @cli.command("projects-path")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 #: Exit code for bad input (a usage error): nothing was launched.
 EXIT_USAGE = 2
+#: Exit code when a run's results wait in its journal for a tracking server that did not
+#: answer (``mlflow-dlaas resend`` sends them): sysexits' EX_TEMPFAIL.
+EXIT_UNDELIVERED = 75
 #: Exit code when the command to run cannot be found, as shells use.
 EXIT_COMMAND_NOT_FOUND = 127
 #: Exit code when the command to run exists but cannot be executed, as shells use.

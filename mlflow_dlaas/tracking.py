@@ -78,6 +78,10 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     check_reachable(target.uri)
     quiet_run_links(target.uri)
     mlflow.set_tracking_uri(target.uri)
+    if target.uri.startswith(("http://", "https://")):
+        from mlflow_dlaas.journaled_store import journal_runs_sent_to
+
+        journal_runs_sent_to(target.uri)
     if announce and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
         _ANNOUNCED.add(target.uri)
         where = "embedded default" if target.embedded else "from MLFLOW_TRACKING_URI"

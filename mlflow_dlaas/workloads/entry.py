@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
-from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.errors import EXIT_UNDELIVERED, DlaasError
 from mlflow_dlaas.ownership import launcher_of
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import Stopped, die_with_parent, stop_on_signals, watch_launcher
@@ -48,10 +48,23 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
         with stop_on_signals():
             die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
             watch_launcher(launcher_of(os.environ))  # a study driver, beyond a shell too
-            return _run(name, argv, start, work, done)
+            return _deliver_held(name, _run(name, argv, start, work, done))
     except Stopped as e:
         print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
-        return 128 + e.signum
+        return _deliver_held(name, 128 + e.signum, within_s=0.0)
+
+
+def _deliver_held(name: str, code: int, within_s: float | None = None) -> int:
+    """Send what a tracking server did not take while the run went on (its journal); where
+    it still does not answer, say how to send it later and exit with
+    :data:`~mlflow_dlaas.errors.EXIT_UNDELIVERED` (unless the run failed anyway)."""
+    journaled = sys.modules.get("mlflow_dlaas.journaled_store")  # only where it was used
+    if journaled is None:
+        return code
+    held = journaled.deliver_held(within_s)
+    for journal in held:
+        print(f"mlflow-dlaas {name}: {journaled.undelivered(journal)}", file=sys.stderr)
+    return code or (EXIT_UNDELIVERED if held else 0)
 
 
 def _end_own_run(reason: str) -> str:

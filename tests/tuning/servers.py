@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -19,28 +20,57 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class MlflowServer:
+    """A real `mlflow server` on loopback that a test can stop and start again (same port,
+    same store)."""
+
+    def __init__(self, backend: str, artifacts: Path, *args: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [shutil.which("mlflow"), "server", "--backend-store-uri", backend,
+                        "--host", "127.0.0.1", "--port", str(self.port),
+                        "--artifacts-destination", str(artifacts), "--workers", "1", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it and wait until it answers (at most 2 minutes)."""
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=self.env,
+                                     start_new_session=True)
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/health", timeout=2)
+                return
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("mlflow server did not start") from None
+                time.sleep(0.5)
+
+    def kill(self) -> None:
+        """Kill it and its workers at once (SIGKILL to its process group)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
 @contextlib.contextmanager
 def mlflow_server(backend: str, artifacts: Path, *args: str,
                   env: dict[str, str] | None = None) -> Iterator[str]:
     """Start `mlflow server` on a free loopback port; yield its URL; stop it."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [shutil.which("mlflow"), "server", "--backend-store-uri", backend, "--host", "127.0.0.1",
-         "--port", str(port), "--artifacts-destination", str(artifacts), "--workers", "1",
-         *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}"
+    server = MlflowServer(backend, artifacts, *args, env=env)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mlflow server did not start") from None
-                time.sleep(1)
-        yield url
+        server.start()
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()

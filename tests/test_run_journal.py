@@ -1,0 +1,135 @@
+"""Results that outlive the tracking server: a run whose server dies keeps measuring, holds
+what it logs in its journal, and either delivers it when the server is back or says, in one
+line, the command that sends it later (``mlflow-dlaas resend``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+import requests
+
+from mlflow_dlaas.errors import EXIT_UNDELIVERED
+from mlflow_dlaas.journaled_store import is_unreachable
+from mlflow_dlaas.run_journal import JOURNAL_ENV, RunJournal
+from tests.tuning.servers import MlflowServer
+
+TRAIN = ["--framework", "pytorch", "--model", "lenet5", "--dataset", "mnist5k", "--epochs", "3"]
+
+
+def test_a_journal_keeps_order_and_what_was_sent(tmp_path: Path) -> None:
+    journal = RunJournal.open("a" * 32, "http://alice:secret@host:5000", root=tmp_path)
+    first = journal.append("rest", api="SetTag", body="{}")
+    second = journal.append("rest", api="LogBatch", body="{}")
+    journal.mark_sent(first.seq)
+    with open(journal.folder / "journal.jsonl", "a") as out:
+        out.write('{"seq": 3, "kind": "re')  # a kill in the middle of a line
+    assert [op.seq for op in RunJournal(journal.folder).pending()] == [second.seq]
+    assert "secret" not in (journal.folder / "about.json").read_text()
+    assert not journal.remove_if_delivered()
+    journal.mark_sent(second.seq)
+    assert journal.remove_if_delivered() and not journal.folder.parent.exists()
+
+
+def test_only_a_server_that_does_not_answer_counts_as_away() -> None:
+    try:
+        try:
+            raise requests.exceptions.ConnectionError("refused")
+        except requests.exceptions.ConnectionError:
+            raise mlflow.exceptions.MlflowException("API request failed") from None
+    except mlflow.exceptions.MlflowException as e:
+        assert is_unreachable(e)  # MLflow drops the cause; the context keeps it
+    assert not is_unreachable(mlflow.exceptions.MlflowException("INVALID_PARAMETER_VALUE"))
+
+
+def _train_against(server: MlflowServer, folder: Path, deliver_within_s: float,
+                   ) -> tuple[subprocess.Popen[str], str]:
+    """Start a training entry logging to ``server``; return it and its run id once the
+    monitor has logged its first samples (the run is under way)."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
+           "MLFLOW_TRACKING_URI": server.url, "MLFLOW_EXPERIMENT_NAME": "journal",
+           JOURNAL_ENV: str(folder / "journal"),
+           "MLFLOW_DLAAS_DELIVER_WITHIN_S": str(deliver_within_s)}
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow_dlaas.workloads.train", *TRAIN],
+                            env=env, cwd=folder, stderr=subprocess.PIPE, text=True)
+    client = mlflow.MlflowClient(server.url)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        if runs and any(k.startswith("system/") for k in runs[0].data.metrics):
+            return proc, runs[0].info.run_id
+        time.sleep(0.3)
+    proc.kill()
+    pytest.fail(f"the run never logged its first samples: {proc.communicate()[1][-3000:]}")
+
+
+def _assert_whole(server: MlflowServer, run_id: str) -> None:
+    client = mlflow.MlflowClient(server.url)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED", run.data.tags.get("dlaas.failure_reason")
+    for key in ("final_test_accuracy", "train_time_seconds", "measured_peak_rss_bytes",
+                "train/duration_seconds"):
+        assert key in run.data.metrics, sorted(run.data.metrics)
+    logged = {f.path for f in client.list_artifacts(run_id)}
+    assert {"model", "monitor", "summary.json", "worker"} <= logged, logged
+
+
+@pytest.mark.slow
+def test_a_run_whose_server_dies_keeps_its_results_until_they_are_resent(
+        tmp_path: Path, cli_path: str) -> None:
+    server = MlflowServer(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
+    server.start()
+    try:
+        proc, run_id = _train_against(server, tmp_path, deliver_within_s=3)
+        server.kill()
+        _, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == EXIT_UNDELIVERED, stderr[-3000:]
+        assert "Traceback" not in stderr and "Retrying" not in stderr, stderr[-3000:]
+        assert stderr.count("does not answer") == 1, stderr[-3000:]
+        folder = tmp_path / "journal" / run_id / str(proc.pid)
+        assert f"mlflow-dlaas resend {folder}" in stderr.splitlines()[-1], stderr[-3000:]
+
+        server.start()
+        env = {**os.environ, JOURNAL_ENV: str(tmp_path / "journal")}
+        env.pop("MLFLOW_TRACKING_URI", None)  # the journal knows its server
+        sent = subprocess.run([cli_path, "resend"], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert sent.returncode == 0, sent.stderr
+        assert re.search(rf"sent \d+ writes of run {run_id}", sent.stderr), sent.stderr
+        assert not folder.parent.exists()
+        _assert_whole(server, run_id)
+
+        again = subprocess.run([cli_path, "resend"], env=env, capture_output=True, text=True,
+                               timeout=300)
+        assert again.returncode == 0 and "nothing to send" in again.stderr, again.stderr
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_held_results_go_out_when_the_server_comes_back_during_the_run(
+        tmp_path: Path) -> None:
+    server = MlflowServer(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
+    server.start()
+    try:
+        proc, run_id = _train_against(server, tmp_path, deliver_within_s=300)
+        server.kill()
+        time.sleep(2)
+        server.start()
+        _, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-3000:]
+        assert "answers again" in stderr or "does not answer" not in stderr, stderr[-3000:]
+        assert not (tmp_path / "journal" / run_id).exists()
+        _assert_whole(server, run_id)
+        summary = json.loads(Path(mlflow.MlflowClient(server.url).download_artifacts(
+            run_id, "summary.json", str(tmp_path))).read_text())
+        assert summary["monitor"], "the monitor's summary was lost"
+    finally:
+        server.stop()
