@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ import click
 
 from mlflow_dlaas import __version__
 from mlflow_dlaas.errors import DlaasError
-from mlflow_dlaas.tracking import redact_text
+from mlflow_dlaas.tracking import TRACKING_ENV, is_unreachable, redact_text, redact_uri
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,6 +37,13 @@ def reports_errors(func: F) -> F:
             click.echo(f"mlflow-dlaas: error: {redact_text(str(e))}", err=True)
             sys.exit(e.exit_code)
         except MlflowException as e:  # the tracking store said no: say so, without a trace
+            if is_unreachable(e):
+                click.echo(f"mlflow-dlaas: error: the tracking server at "
+                           f"{redact_uri(os.environ.get(TRACKING_ENV, '?'))} does not answer; "
+                           "start it and run the command again (a study resumes; what runs "
+                           "logged meanwhile waits in their journals: mlflow-dlaas resend)",
+                           err=True)
+                sys.exit(1)
             hint = ""
             if "401" in str(e) or "403" in str(e):
                 hint = (" (set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or "

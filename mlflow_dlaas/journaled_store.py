@@ -40,7 +40,7 @@ from mlflow.utils.credentials import get_default_host_creds
 
 from mlflow_dlaas.errors import TrackingUnavailableError
 from mlflow_dlaas.run_journal import Operation, RunJournal
-from mlflow_dlaas.tracking import redact_text, redact_uri
+from mlflow_dlaas.tracking import is_unreachable, redact_text, redact_uri
 
 T = TypeVar("T")
 #: The REST calls that write to one run, by MLflow's request names.
@@ -56,22 +56,6 @@ FIRST_RETRY_S, MAX_RETRY_S = 2.0, 30.0
 #: journal and says how to resend it.
 DELIVER_WITHIN_ENV = "MLFLOW_DLAAS_DELIVER_WITHIN_S"
 DELIVER_WITHIN_S = 60.0
-
-
-def is_unreachable(error: BaseException) -> bool:
-    """Whether ``error`` says the server did not answer (refused, timed out, reset, 5xx after
-    retries) rather than refused the request itself."""
-    import requests
-
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (requests.exceptions.RequestException, ConnectionError,
-                                TimeoutError)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 class _RunView:

@@ -29,6 +29,7 @@ from mlflow.projects.utils import (
     PROJECT_SYNCHRONOUS,
 )
 
+from mlflow_dlaas.errors import EXIT_UNDELIVERED
 from mlflow_dlaas.ownership import launcher_environment
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import projects_dir
@@ -70,6 +71,8 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
 def end_orphaned_run(client: mlflow.MlflowClient, submitted: SubmittedRun) -> bool:
     """End FAILED, with the reason, a run whose process exited without ending it (killed,
     crashed); returns whether it had to."""
+    if submitted.command_proc.returncode == EXIT_UNDELIVERED:
+        return False  # its entry ended it, in the run's journal the server has not taken yet
     if client.get_run(submitted.run_id).info.status != "RUNNING":
         return False
     end_run(client, submitted.run_id, "FAILED",

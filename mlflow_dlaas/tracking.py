@@ -215,3 +215,19 @@ def _check_login(uri: str, within_s: float, role: str, fix: str) -> None:
             "password and database name in its URI") from None
     finally:
         engine.dispose()
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says the server did not answer (refused, timed out, reset, 5xx after
+    retries) rather than refused the request itself."""
+    import requests
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.RequestException, ConnectionError,
+                                TimeoutError)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -117,6 +117,10 @@ def test_a_documented_command_runs_as_written(command: str, request: pytest.Fixt
     done = (request.getfixturevalue("threading_study") if command == THREADING_STUDY
             else run_as_user(command, folder, timeout=900))
     allowed = (0, 1) if command.startswith("mlflow-dlaas recommend") else (0,)
+    if done.returncode == 1 and command.startswith("mlflow-dlaas compare") \
+            and "were disturbed by other work on this machine" in done.stderr:
+        allowed = (1,)  # a busy machine (CI shares one): compare says so and how to go on
+        assert "--include-disturbed" in done.stderr, done.stderr[-4000:]
     assert done.returncode in allowed, done.stderr[-4000:]
     assert "Traceback" not in done.stderr + done.stdout, done.stderr[-4000:]
     client = mlflow.MlflowClient(tracking_uri=done.store)

@@ -15,6 +15,7 @@ import mlflow
 from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from mlflow_dlaas.errors import EXIT_UNDELIVERED
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run, stop_project_run
 from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
@@ -31,6 +32,12 @@ class ChildOutcome:
     status: str  # FINISHED | FAILED | KILLED | PRUNED | TIMEOUT
     metrics: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+
+
+#: A trial whose entry ran to its end while the tracking server did not answer: its run is
+#: ended in its journal, and its figures are not on the server to be read.
+UNDELIVERED_REASON = ("the tracking server did not take its results (they wait in the run's "
+                      "journal: mlflow-dlaas resend sends them); rerun the study once it is back")
 
 
 def run_child(
@@ -90,6 +97,8 @@ def run_child(
         stop_project_run(submitted)
         _end(client, run_id, "KILLED", f"the study worker stopped: {type(e).__name__}: {e}")
         raise
+    if submitted.command_proc.returncode == EXIT_UNDELIVERED:  # ran; not yet on the server
+        return ChildOutcome(run_id, "FAILED", {}, UNDELIVERED_REASON)
     end_orphaned_run(client, submitted)
     final = client.get_run(run_id)
     status = final.info.status
