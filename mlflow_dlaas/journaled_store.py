@@ -93,6 +93,17 @@ class _RunView:
             tags=[RunTag(k, v) for k, v in {**data.tags, **self.tags}.items()]))
 
 
+#: Refusals of a held write that replaying can never change (a param logged since with
+#: another value): the write is skipped with a line; any other refusal keeps it held.
+FINAL_REFUSALS = frozenset({"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS"})
+#: A run's journal is emptied of what was sent every this many writes.
+FORGET_EVERY = 200
+
+
+def _finally_refused(error: BaseException) -> bool:
+    return getattr(error, "error_code", None) in FINAL_REFUSALS
+
+
 class Courier:
     """Sends one server's journaled writes in order, per run; holds them while the server
     does not answer and retries with a bounded back-off."""
@@ -101,16 +112,17 @@ class Courier:
         self.tracking_uri = tracking_uri
         self.store = RestStore(partial(get_default_host_creds, tracking_uri))
         self._lock = threading.RLock()  # one send at a time, in order
-        self._journals_lock = threading.Lock()
+        self._state = threading.Lock()  # the dicts below
         self._journals: dict[str, RunJournal] = {}
         self._views: dict[str, _RunView] = {}
-        self._held: set[str] = set()
+        self._held: dict[str, int] = {}  # run id -> the highest held write's number
         self._retry_at = 0.0
         self._delay_s = FIRST_RETRY_S
         self._away_since: float | None = None
+        self._unjournaled: str | None = None
 
     def journal(self, run_id: str) -> RunJournal:
-        with self._journals_lock:
+        with self._state:
             if run_id not in self._journals:
                 self._journals[run_id] = RunJournal.open(run_id, self.tracking_uri)
             return self._journals[run_id]
@@ -118,27 +130,37 @@ class Courier:
     def submit(self, run_id: str, kind: str, fields: dict[str, Any],
                send_now: Callable[[], T]) -> T | None:
         """Journal one write of ``run_id``, then send it (after any the run holds); None
-        where it is held for later. Only the main thread tries a server that did not
-        answer again, and a helper thread (the monitor's sampling) never waits for it."""
-        journal = self.journal(run_id)
-        op = journal.append(kind, **fields)
+        where it is held for later. Only the main thread waits for the server; a helper
+        thread (the monitor's sampling) holds its write when the main thread is sending or
+        the server is away, and it goes out with the run's next write."""
+        try:
+            journal = self.journal(run_id)
+            op = journal.append(kind, **fields)
+        except OSError as e:  # a full or unwritable journal disk: send without it
+            if self._unjournaled is None:
+                self._unjournaled = str(e)
+                print(f"mlflow-dlaas: cannot write the run's journal ({e}); its writes go to "
+                      "the tracking server unjournaled", file=sys.stderr)
+            return send_now()
         if kind == "rest":
-            with self._journals_lock:
+            with self._state:
                 self._views.setdefault(run_id, _RunView()).apply(
                     fields["api"], json.loads(fields["body"] or "{}"))
         main = threading.current_thread() is threading.main_thread()
-        if not self._lock.acquire(blocking=main or self._away_since is None):
+        if not self._lock.acquire(blocking=main):
             self._hold(journal, op)
             return None
         try:
-            if not main and self._away_since is not None:
+            if self.away() or (not main and self._away_since is not None):
                 self._hold(journal, op)
                 return None
             if run_id in self._held:
                 if not self._flush(journal, before=op.seq):
                     self._hold(journal, op)
                     return None
-                self._held.discard(run_id)  # all before this one is sent
+                with self._state:  # all before this one is sent, unless held meanwhile
+                    if self._held.get(run_id, 0) < op.seq:
+                        self._held.pop(run_id, None)
             try:
                 result = send_now()
             except Exception as e:
@@ -150,13 +172,15 @@ class Courier:
                 return None
             journal.mark_sent(op.seq)
             self._came_back()
+            if op.seq % FORGET_EVERY == 0 and run_id not in self._held:
+                journal.forget_delivered()
             return result
         finally:
             self._lock.release()
 
     def saw(self, run: Run) -> None:
         """The server's copy of a run, the base of :meth:`offline_view`."""
-        with self._journals_lock:
+        with self._state:
             self._views.setdefault(run.info.run_id, _RunView()).base = run
 
     def away(self) -> bool:
@@ -165,43 +189,48 @@ class Courier:
 
     def offline_view(self, run_id: str) -> Run | None:
         """The run as last read plus what this process logged to it since, or None."""
-        with self._journals_lock:
+        with self._state:
             view = self._views.get(run_id)
             return None if view is None else view.run()
 
     def deliver(self, within_s: float) -> list[RunJournal]:
-        """Try to send everything held, for at most ``within_s``; the journals still holding
-        something. Delivered journals are removed; none is followed after this."""
+        """Try to send everything held (at least once, then for at most ``within_s``); the
+        journals still holding something. Delivered journals are removed; none is followed
+        after this."""
         deadline = time.monotonic() + within_s
-        with self._journals_lock:
+        with self._state:
             journals = list(self._journals.values())
         held = []
         for journal in journals:  # what a helper thread held is in the journal, too
+            tried = False
             while journal.pending():
                 wait = max(self._retry_at - time.monotonic(), 0.0)
-                if time.monotonic() + wait > deadline:
+                if tried and time.monotonic() + wait > deadline:
                     held.append(journal)
                     break
-                time.sleep(wait)
+                time.sleep(min(wait, max(deadline - time.monotonic(), 0.0)))
                 with self._lock:
-                    self._flush(journal)
-        with self._lock, self._journals_lock:
+                    self._flush(journal, force=not tried)
+                tried = True
+        with self._lock, self._state:
             for journal in journals:
                 self._journals.pop(journal.run_id, None)
                 if journal not in held:
-                    self._held.discard(journal.run_id)
+                    self._held.pop(journal.run_id, None)
                     journal.remove_if_delivered()
         return held
 
     def _hold(self, journal: RunJournal, op: Operation) -> None:
-        self._held.add(journal.run_id)
+        with self._state:
+            self._held[journal.run_id] = max(self._held.get(journal.run_id, 0), op.seq)
         if op.kind == "artifacts" and not journal.copy_of(op.seq).exists():
             journal.copy_artifacts(op.seq, Path(op.fields["local"]))  # the caller's may go
 
-    def _flush(self, journal: RunJournal, before: int | None = None) -> bool:
+    def _flush(self, journal: RunJournal, before: int | None = None,
+               force: bool = False) -> bool:
         """Send the run's held writes in order (those before ``before``); False when the
-        server still does not answer (or it is not time to try yet)."""
-        if time.monotonic() < self._retry_at:
+        server still does not take them (or it is not time to try yet, unless ``force``)."""
+        if not force and time.monotonic() < self._retry_at:
             return False
         for op in journal.pending():
             if before is not None and op.seq >= before:
@@ -209,7 +238,7 @@ class Courier:
             try:
                 self._send(journal, op)
             except Exception as e:
-                if is_unreachable(e):
+                if not _finally_refused(e):  # away, or refusing for now (auth, a proxy)
                     self._went_away(e)
                     return False
                 print(f"mlflow-dlaas: the tracking server refused a held write of run "
@@ -238,9 +267,11 @@ class Courier:
         now = time.monotonic()
         if self._away_since is None:
             self._away_since = now
+            why = type(error).__name__ if is_unreachable(error) else \
+                redact_text(str(error))[:200]
             print(f"mlflow-dlaas: the tracking server at {redact_uri(self.tracking_uri)} does "
-                  f"not answer ({type(error).__name__}); the run goes on and keeps what it "
-                  "logs in its journal until the server is back", file=sys.stderr)
+                  f"not answer ({why}); the run goes on and keeps what it logs in its "
+                  "journal until the server is back", file=sys.stderr)
         self._retry_at = now + self._delay_s
         self._delay_s = min(self._delay_s * 2, MAX_RETRY_S)
 
@@ -404,19 +435,22 @@ def deliver_held(within_s: float | None = None) -> list[RunJournal]:
 
 def resend(journal: RunJournal, tracking_uri: str) -> int:
     """Send what ``journal`` holds to ``tracking_uri``, in order, and remove it; how many
-    writes it sent. Raises :class:`TrackingUnavailableError` where the server still does not
-    answer (what was sent stays noted as sent)."""
+    writes it sent. Where the server does not answer, or refuses a write for a reason that
+    may pass (credentials, a proxy), raises :class:`TrackingUnavailableError` and keeps the
+    rest (what was sent stays noted as sent)."""
     courier = Courier(tracking_uri)
     pending = journal.pending()
     for op in pending:
         try:
             courier._send(journal, op)
         except Exception as e:
-            if is_unreachable(e):
+            if not _finally_refused(e):
+                why = "still does not answer" if is_unreachable(e) else \
+                    f"refused it ({redact_text(str(e))[:300]})"
                 raise TrackingUnavailableError(
-                    f"the tracking server at {redact_uri(tracking_uri)} still does not answer "
-                    f"({type(e).__name__}); run {journal.run_id} keeps its journal in "
-                    f"{journal.folder}; try again when it is back") from None
+                    f"the tracking server at {redact_uri(tracking_uri)} {why}; run "
+                    f"{journal.run_id} keeps its journal in {journal.folder}; resend it when "
+                    "the server takes it") from None
             print(f"mlflow-dlaas: the tracking server refused a held write of run "
                   f"{journal.run_id} ({redact_text(str(e))[:300]}); skipped", file=sys.stderr)
         journal.mark_sent(op.seq)
@@ -424,25 +458,30 @@ def resend(journal: RunJournal, tracking_uri: str) -> int:
     return len(pending)
 
 
+def _without_hidden_credentials(uri: str) -> str:
+    """``http://host:5000`` for ``http://user:***@host:5000``: the credentials then come
+    from MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD / MLFLOW_TRACKING_TOKEN."""
+    parts = urlsplit(uri)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
 def resend_journals(paths: list[Path]) -> None:
     """``mlflow-dlaas resend``: send every journal at ``paths`` (default: all of this
-    machine's), each to MLFLOW_TRACKING_URI where set, else to the server it was logged to."""
-    from mlflow_dlaas.errors import ConfigError
+    machine's) whose process has ended, each to MLFLOW_TRACKING_URI where set, else to the
+    server it was logged to."""
     from mlflow_dlaas.run_journal import journal_root, journals_in
     from mlflow_dlaas.tracking import TRACKING_ENV
 
     journals = journals_in(paths or [journal_root()])
+    live = [j for j in journals if j.writer_alive()]
+    for journal in live:
+        print(f"mlflow-dlaas resend: run {journal.run_id} is still being logged by its "
+              f"process; it sends its journal itself ({journal.folder})", file=sys.stderr)
     if not journals:
         where = ", ".join(map(str, paths)) or str(journal_root())
         print(f"mlflow-dlaas resend: nothing to send in {where}", file=sys.stderr)
-        return
-    for journal in journals:
-        uri = os.environ.get(TRACKING_ENV) or journal.tracking_uri
-        if "***" in uri:
-            raise ConfigError(f"run {journal.run_id} was logged to {uri}, whose credentials the "
-                              f"journal does not keep; set {TRACKING_ENV} to that server's "
-                              "address with them (or MLFLOW_TRACKING_USERNAME and "
-                              "MLFLOW_TRACKING_PASSWORD) and resend")
+    for journal in (j for j in journals if j not in live):
+        uri = os.environ.get(TRACKING_ENV) or _without_hidden_credentials(journal.tracking_uri)
         sent = resend(journal, uri)
         print(f"mlflow-dlaas resend: sent {sent} writes of run {journal.run_id} to "
               f"{redact_uri(uri)}", file=sys.stderr)

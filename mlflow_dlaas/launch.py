@@ -10,6 +10,7 @@ a process that dies without ending it is ended by whoever waits on it.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-export
 from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.run_lifecycle import end_run
 from mlflow_dlaas.worker.lifeline import stop_process_tree
+from mlflow_dlaas.worker.supervisor import VERBOSE_ENV
 
 
 def use_this_python() -> None:
@@ -48,11 +50,19 @@ def use_this_python() -> None:
         os.environ["PATH"] = own + os.pathsep + os.environ.get("PATH", "")
 
 
+#: MLflow Projects' INFO lines for every run started ("=== Running command ..."), which
+#: ours say better; shown with :data:`~mlflow_dlaas.worker.supervisor.VERBOSE_ENV`.
+PROJECTS_CHATTER = ("mlflow.projects.utils", "mlflow.projects.backend.local")
+
+
 def start_project_run(project: str, entry_point: str, params: Mapping[str, Any], *,
                       experiment_id: str, run_id: str | None = None,
                       env_manager: str = "local") -> SubmittedRun:
     """Start ``projects/<project>``'s entry point in a fresh process; do not wait."""
     use_this_python()
+    if os.environ.get(VERBOSE_ENV, "0") in ("", "0"):
+        for name in PROJECTS_CHATTER:
+            logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.update(launcher_environment())  # the entry point dies with us, even by SIGKILL
     config = {PROJECT_ENV_MANAGER: env_manager, PROJECT_SYNCHRONOUS: True,
               PROJECT_DOCKER_ARGS: None, PROJECT_STORAGE_DIR: None, PROJECT_BUILD_IMAGE: False,

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,32 +64,49 @@ class RunJournal:
 
     @classmethod
     def open(cls, run_id: str, tracking_uri: str, root: Path | None = None) -> RunJournal:
-        """The journal of ``run_id`` (created if absent); ``tracking_uri`` is recorded with
-        its credentials hidden, for ``resend``."""
+        """This process's journal of ``run_id`` (created if absent, readable by its user
+        only); ``tracking_uri`` is recorded with its credentials hidden, for ``resend``."""
+        from mlflow_dlaas.ownership import Owner
         from mlflow_dlaas.tracking import redact_uri
 
         folder = (root or journal_root()) / run_id / str(os.getpid())
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         about = folder / ABOUT
         if not about.exists():
-            about.write_text(json.dumps({"run_id": run_id,
-                                         "tracking_uri": redact_uri(tracking_uri)}))
+            about.write_text(json.dumps({"run_id": run_id, "created": time.time(),
+                                         "tracking_uri": redact_uri(tracking_uri),
+                                         "owner": Owner.this_process().tags()}))
         return cls(folder)
 
     @property
     def run_id(self) -> str:
         return self.folder.parent.name
 
+    def _about(self) -> dict[str, Any]:
+        return json.loads((self.folder / ABOUT).read_text())
+
     @property
     def tracking_uri(self) -> str:
         """The server the run was logged to (credentials hidden)."""
-        return json.loads((self.folder / ABOUT).read_text())["tracking_uri"]
+        return self._about()["tracking_uri"]
+
+    @property
+    def created(self) -> float:
+        return float(self._about().get("created", 0.0))
+
+    def writer_alive(self) -> bool:
+        """Whether the process that writes this journal still runs (it sends it itself)."""
+        from mlflow_dlaas.ownership import Owner
+
+        owner = Owner.from_tags(self._about().get("owner", {}))
+        return owner is not None and owner.is_dead() is False
 
     def append(self, kind: str, **fields: Any) -> Operation:
         """Write one operation (flushed to the kernel before it is sent)."""
         with self._lock:
             op = Operation(self._next, kind, fields)
             self._next += 1
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             with open(self.folder / OPERATIONS, "a") as out:
                 out.write(json.dumps({"seq": op.seq, "kind": kind, **fields}) + "\n")
             return op
@@ -109,8 +127,17 @@ class RunJournal:
         return copy
 
     def mark_sent(self, seq: int) -> None:
-        with self._lock, open(self.folder / SENT, "a") as out:
-            out.write(f"{seq}\n")
+        with self._lock:
+            if self.folder.exists():
+                with open(self.folder / SENT, "a") as out:
+                    out.write(f"{seq}\n")
+
+    def forget_delivered(self) -> None:
+        """Empty the journal when everything in it was sent (a long run's stays small)."""
+        with self._lock:
+            if not self.pending():
+                for name in (OPERATIONS, SENT):
+                    (self.folder / name).unlink(missing_ok=True)
 
     def operations(self) -> Iterator[Operation]:
         """Every operation written, in order (a torn last line, from a kill, is skipped)."""
@@ -151,4 +178,4 @@ def journals_in(paths: list[Path]) -> list[RunJournal]:
                       *sorted(path.glob(f"*/*/{ABOUT}"))):
             if about.is_file():
                 found.setdefault(about.parent, RunJournal(about.parent))
-    return list(found.values())
+    return sorted(found.values(), key=lambda j: j.created)  # a run's writers, in turn

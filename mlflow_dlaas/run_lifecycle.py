@@ -16,6 +16,7 @@ from mlflow.entities import Param, Run
 
 from mlflow_dlaas.errors import DiskFullError
 from mlflow_dlaas.ownership import OWNER_HOST_TAG, Owner, owner_tags
+from mlflow_dlaas.run_journal import journal_root
 from mlflow_dlaas.tracking import redact_text
 
 REASON_TAG = "dlaas.failure_reason"
@@ -147,7 +148,8 @@ def end_runs_of_dead_owners(client: mlflow.MlflowClient) -> list[str]:
     """End KILLED, with the reason, this host's RUNNING runs whose owner provably died.
 
     One search: RUNNING runs tagged with this host as owner, in every experiment. Runs of
-    other hosts, and owners that cannot be judged from here, are left alone.
+    other hosts, owners that cannot be judged from here, and runs with a journal here
+    (``mlflow-dlaas resend`` delivers how they ended) are left alone.
     """
     experiments = [e.experiment_id for e in client.search_experiments(max_results=1000)]
     if not experiments:
@@ -157,6 +159,8 @@ def end_runs_of_dead_owners(client: mlflow.MlflowClient) -> list[str]:
     ended = []
     for run in client.search_runs(experiments, query, max_results=SWEEP_MAX_RUNS):
         owner = Owner.from_tags(run.data.tags)
+        if (journal_root() / run.info.run_id).exists():
+            continue  # its ending may wait in its journal: resent, or swept once it is
         if owner is not None and owner.is_dead():
             end_run(client, run.info.run_id, "KILLED",
                     f"its owner, {owner.describe()}, died without ending it")

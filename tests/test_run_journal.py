@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from mlflow_dlaas.errors import EXIT_UNDELIVERED
+from mlflow_dlaas.journaled_store import resend_journals
 from mlflow_dlaas.run_journal import JOURNAL_ENV, RunJournal
 from mlflow_dlaas.tracking import is_unreachable
 from tests.tuning.servers import MlflowServer
@@ -36,6 +37,16 @@ def test_a_journal_keeps_order_and_what_was_sent(tmp_path: Path) -> None:
     assert not journal.remove_if_delivered()
     journal.mark_sent(second.seq)
     assert journal.remove_if_delivered() and not journal.folder.parent.exists()
+
+
+def test_resend_leaves_the_journal_of_a_process_still_logging_its_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = RunJournal.open("b" * 32, "http://127.0.0.1:9", root=tmp_path)  # ours: alive
+    journal.append("rest", api="SetTag", body='{"run_id": "' + "b" * 32 + '"}')
+    resend_journals([tmp_path])
+    assert "is still being logged by its process" in capsys.readouterr().err
+    assert [op.seq for op in journal.pending()] == [1]
+    assert oct(journal.folder.stat().st_mode & 0o777) == "0o700"  # its params are private
 
 
 def test_only_a_server_that_does_not_answer_counts_as_away() -> None:

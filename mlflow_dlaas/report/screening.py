@@ -55,11 +55,19 @@ class Screened:
     include_disturbed: bool
     unverified: int
     reasons: dict[str, int] = field(default_factory=dict)  # brief reason -> disturbed runs
+    examples: dict[str, str] = field(default_factory=dict)  # brief reason -> one in full
+
+    def _why(self) -> str:
+        """Each kind of reason with its count, and one in full (its figures)."""
+        return "; ".join(
+            f"{self.examples.get(reason, reason)}: {n}" if n == 1 else
+            f"{reason}, e.g. {self.examples[reason]}: {n}" if reason in self.examples else
+            f"{reason}: {n}" for reason, n in self.reasons.items())
 
     def notes(self) -> list[str]:
         """Sentences for the report and ``recommend``'s output."""
         notes = []
-        why = "; ".join(f"{reason}: {n}" for reason, n in self.reasons.items())
+        why = self._why()
         if self.disturbed and not self.include_disturbed:
             notes.append(f"Left out: {_runs(self.disturbed, 'disturbed')} ({why}). Add "
                          f"{INCLUDE_FLAG} to keep them.")
@@ -79,7 +87,7 @@ class Screened:
         """Why there is nothing to compare, where every run was left out; else None."""
         if len(self.kept) or not self.disturbed or self.include_disturbed:
             return None
-        why = "; ".join(f"{reason}: {n}" for reason, n in self.reasons.items())
+        why = self._why()
         return (f"nothing to compare: all {_runs(self.disturbed, 'finished')} were disturbed "
                 f"by other work on this machine ({why}) and left out; add {INCLUDE_FLAG} to "
                 "compare them anyway, or measure again on a quiet machine")
@@ -95,8 +103,13 @@ def screen(runs: pd.DataFrame, *, include_disturbed: bool) -> Screened:
     disturbed = runs[verdict == DISTURBED]
     texts = (disturbed["validity_reason"] if "validity_reason" in disturbed
              else pd.Series("", index=disturbed.index))
-    reasons = Counter(brief_reason(part) for text in texts.fillna("").astype(str)
-                      for part in ([p for p in text.split(";") if p.strip()] or [""]))
+    parts = [part.strip() for text in texts.fillna("").astype(str)
+             for part in ([p for p in text.split(";") if p.strip()] or [""])]
+    reasons = Counter(brief_reason(part) for part in parts)
+    examples: dict[str, str] = {}
+    for part in parts:
+        if part:
+            examples.setdefault(brief_reason(part), part)
     kept = runs if include_disturbed else runs[verdict != DISTURBED]
     return Screened(kept, len(disturbed), include_disturbed, int((verdict == UNVERIFIED).sum()),
-                    dict(reasons.most_common()))
+                    dict(reasons.most_common()), examples)

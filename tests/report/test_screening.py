@@ -34,7 +34,9 @@ def test_disturbed_runs_are_left_out_and_their_reasons_grouped() -> None:
         "the hypervisor stole … % of the CPU during train": 1, "no reason recorded": 1}
     left_out, unverified = screened.notes()
     assert left_out.startswith("Left out: 3 disturbed runs (other processes used … of … cores "
-                               "during train (limit …): 2; the hypervisor")
+                               "during train (limit …), e.g. other processes used 0.91 of 2 "
+                               "cores during train (limit 0.25): 2; the hypervisor stole 7.5 % "
+                               "of the CPU during train: 1")  # one of each, with its figures
     assert left_out.endswith("Add --include-disturbed to keep them.")
     assert unverified.startswith("No validity verdict on 1 run (logged before")
     assert unverified.endswith("they do not count toward a winner.")
