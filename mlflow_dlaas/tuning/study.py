@@ -381,7 +381,8 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
 
 
 class _Progress:
-    """One console line per finished trial: done, best so far, time left."""
+    """One console line per finished trial: its settings and outcome, best so far, time
+    left."""
 
     def __init__(self, spec: StudySpec, started: float) -> None:
         self.spec = spec
@@ -409,9 +410,10 @@ class _Progress:
             best = f", Pareto front {len(found)}"
         elif any(t.state == TrialState.COMPLETE for t in trials) and self.spec.constraints:
             best = ", no feasible trial yet"
+        searched = " ".join(f"{k}={v}" for k, v in trials[number].params.items())
         print(f"[{finished}{total}] trial {number} {state.name}"
-              f"{self._outcome(trials[number])}{best}, {elapsed / 60:.1f} min{left}",
-              file=sys.stderr)
+              f"{f' [{searched}]' if searched else ''}{self._outcome(trials[number])}{best}, "
+              f"{elapsed / 60:.1f} min{left}", file=sys.stderr)
 
     def _outcome(self, trial: optuna.trial.FrozenTrial) -> str:
         """``: accuracy 0.9312`` and, where it missed a constraint, which and by how much."""

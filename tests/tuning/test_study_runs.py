@@ -29,7 +29,8 @@ def test_trials_are_child_runs_and_the_study_resumes(
                       search_space={"batch_size": [16, 32]})
     out = study_cli(cli_path, spec)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert re.search(r"^\[2/2\] trial 1 COMPLETE: final_test_accuracy 0\.\d+, best ",
+    assert re.search(r"^\[2/2\] trial 1 COMPLETE \[batch_size=(16|32)\]: final_test_accuracy "
+                     r"0\.\d+, best ",
                      out.stderr, re.MULTILINE), out.stderr[-3000:]
     (parent,), children = study_runs(name)
     assert parent.info.status == "FINISHED" and len(children) == 2
