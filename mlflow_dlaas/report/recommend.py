@@ -69,9 +69,11 @@ class Recommendation:
 
     def winner(self) -> str:
         """The best configuration by name: its system, then only the settings in which it
-        differs from a runner-up (those all candidates share say nothing)."""
+        differs from the next best, the one it is compared with (a farther runner-up, such
+        as a one-run study trial at other epochs, names its own differences)."""
+        next_best = self.runners_up[0][0] if self.runners_up else self.best
         differing = [f"{k}={v}" for k, v in self.best.items() if k != "system"
-                     and any(other.get(k) != v for other, _ in self.runners_up)]
+                     and next_best.get(k) != v]
         return _named(self.best.get("system", ""), differing) or "the only configuration"
 
     def runner_up_names(self) -> list[tuple[str, str]]:

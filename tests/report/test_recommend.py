@@ -108,3 +108,16 @@ def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None
     assert answer.runner_up_names() == [("tensorflow with batch_size=32",
                                          answer.runners_up[0][1])]
     assert "log_model" not in answer.sentence()
+
+
+def test_the_winner_is_named_by_what_differs_from_the_next_best_only() -> None:
+    """A far runner-up (a one-run study trial at other settings) does not lengthen the
+    winner's name with settings it shares with the configuration it is compared with."""
+    rows = _runs({"mxnet": [1.0, 1.1, 1.2, 1.3], "pytorch": [2.0, 2.1, 2.2, 2.3],
+                  "pytorch-trial": [3.0]})
+    rows["system"] = rows["system"].str.removesuffix("-trial")
+    rows["params.epochs"] = ["2"] * 8 + ["1"]
+    rows["params.log_model"] = ["True"] * 8 + ["False"]
+    answer = recommend(rows, parse_goal("train_time"))
+    assert answer.winner() == "mxnet"
+    assert answer.runner_up_names()[-1][0] == "pytorch with epochs=1, log_model=False"
