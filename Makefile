@@ -41,5 +41,9 @@ demo: $(STAMP) libraries
 lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
 
+# Two pytest workers (pytest-xdist): most tests wait on process start-up, stores and servers,
+# which leaves a core idle; the tests that share one costly run (the demo, the documented
+# study, the report's runs, a module's fixture) run on one worker (tests/conftest.py).
 test: lint browser libraries
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15 \
+		-n 2 --dist loadgroup

@@ -297,12 +297,15 @@ def reproduce_command(quick: bool, full: bool, claims: str | None, experiment: s
 @click.option("--replicates", type=int, default=4, show_default=True,
               help="Runs of each training and serving configuration (4: the fewest with "
                    "which the report can name a winner; 1: a quicker look).")
+@click.option("--frameworks", default="all", show_default=True, metavar="NAME,...",
+              help="Only these frameworks and runtimes (pytorch, tensorflow, mxnet, "
+                   "onnxruntime, openvino). The study is PyTorch's.")
 @reports_errors
-def demo_command(replicates: int) -> None:
+def demo_command(replicates: int, frameworks: str) -> None:
     """Run the main job on the embedded default (what `make demo` runs)."""
     from mlflow_dlaas.demo import run_demo
 
-    run_demo(replicates)
+    run_demo(replicates, [f.strip() for f in frameworks.split(",") if f.strip()])
 
 
 @cli.command("resend")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,28 @@ STUDY = {
 }
 
 
+#: Every framework and runtime the demo can measure, in its order.
+DEMO_SYSTEMS = tuple(dict.fromkeys([*TRAIN_FRAMEWORKS, *(runtime for runtime, _, _ in SERVING)]))
+
+
+def chosen_systems(frameworks: Sequence[str] | None) -> frozenset[str]:
+    """The frameworks and runtimes to measure (all by default, or for ``["all"]``); a runtime
+    needs the framework whose model it serves. Raises :class:`ConfigError` naming what is
+    wrong."""
+    if not frameworks or list(frameworks) == ["all"]:
+        return frozenset(DEMO_SYSTEMS)
+    unknown = [f for f in frameworks if f not in DEMO_SYSTEMS]
+    if unknown:
+        raise ConfigError(f"--frameworks: unknown {', '.join(unknown)}; choose among "
+                          f"{', '.join(DEMO_SYSTEMS)}")
+    chosen = frozenset(frameworks)
+    for runtime, source, _ in SERVING:
+        if runtime in chosen and source not in chosen:
+            raise ConfigError(f"--frameworks: {runtime} serves the model {source} trains; "
+                              f"add {source}")
+    return chosen
+
+
 @dataclass
 class DemoResult:
     """Run ids by role, the steps that failed, and where the report is."""
@@ -85,14 +107,17 @@ def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_
     return submitted.run_id
 
 
-def run_demo(replicates: int = REPLICATES) -> DemoResult:
+def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = None
+             ) -> DemoResult:
     """Train, serve, tune, compare; failures are collected, not fatal to the other steps.
-    Each training and serving configuration runs ``replicates`` times, interleaved."""
+    Each training and serving configuration runs ``replicates`` times, interleaved;
+    ``frameworks`` limits the frameworks and runtimes measured (the study is PyTorch's)."""
     from mlflow_dlaas.tuning.spec import parse_spec
     from mlflow_dlaas.tuning.study import run_study
 
     if replicates < 1:
         raise ConfigError(f"replicates must be at least 1, got {replicates}")
+    chosen = chosen_systems(frameworks)
     target = configure_tracking()
     experiment_id = ensure_experiment(DEMO_EXPERIMENT)
     result = DemoResult()
@@ -108,6 +133,8 @@ def run_demo(replicates: int = REPLICATES) -> DemoResult:
 
     for replicate in range(replicates):  # repeat-major: A B C, A B C, ...
         for framework, env_manager in TRAIN_FRAMEWORKS.items():
+            if framework not in chosen:
+                continue
             role = f"train/{framework}"
             params = {**TRAIN, "seed": replicate}
             run_id = step(role, lambda f=framework, m=env_manager, p=params, i=replicate:
@@ -117,7 +144,7 @@ def run_demo(replicates: int = REPLICATES) -> DemoResult:
     for replicate in range(replicates):
         for runtime, source, extra in SERVING:
             trained = result.runs.get(f"train/{source}")
-            if trained is None:
+            if trained is None or runtime not in chosen:
                 continue
             role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
             params = {**INFER, **extra, "model_uri": f"runs:/{trained}", "seed": replicate}
@@ -125,13 +152,15 @@ def run_demo(replicates: int = REPLICATES) -> DemoResult:
                 r, "infer", p, experiment_id, TRAIN_FRAMEWORKS.get(r, "local"), i))
             if run_id and role not in result.runs:
                 result.runs[role] = run_id
-    print("demo: threading study ...", file=sys.stderr)
-    launcher = os.environ.pop("MLFLOW_RUN_ID", None)  # under `mlflow run .`: not the parent
-    try:
-        summary = step("threading study", lambda: run_study(parse_spec(STUDY)))
-    finally:
-        if launcher:
-            os.environ["MLFLOW_RUN_ID"] = launcher
+    summary = None
+    if "pytorch" in chosen:
+        print("demo: threading study ...", file=sys.stderr)
+        launcher = os.environ.pop("MLFLOW_RUN_ID", None)  # under `mlflow run .`: not the parent
+        try:
+            summary = step("threading study", lambda: run_study(parse_spec(STUDY)))
+        finally:
+            if launcher:
+                os.environ["MLFLOW_RUN_ID"] = launcher
     if summary is not None and summary.failed:
         result.failures.append(f"threading study: {summary.failed} failed trials")
     compared = step("report", _compare)

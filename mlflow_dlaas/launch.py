@@ -10,14 +10,18 @@ a process that dies without ending it is ended by whoever waits on it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow.environment_variables import MLFLOW_ENV_ROOT
 from mlflow.projects.backend.local import LocalBackend
 from mlflow.projects.submitted_run import SubmittedRun
 from mlflow.projects.utils import (
@@ -55,6 +59,28 @@ def use_this_python() -> None:
 PROJECTS_CHATTER = ("mlflow.projects.utils", "mlflow.projects.backend.local")
 
 
+#: Environment managers whose environments MLflow builds on first use, in a shared folder.
+BUILT_ENVIRONMENTS = ("virtualenv", "uv")
+
+
+@contextlib.contextmanager
+def environment_lock(env_manager: str) -> Iterator[None]:
+    """Hold the machine-wide lock on MLflow's project environments while one is prepared.
+
+    MLflow builds a virtualenv or uv environment in place and takes any existing folder as
+    ready: a second process starting the same project meanwhile (study workers, two commands
+    on a fresh machine) would run in a half-built one. A no-op for other managers.
+    """
+    if env_manager not in BUILT_ENVIRONMENTS:
+        yield
+        return
+    root = Path(MLFLOW_ENV_ROOT.get())
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".mlflow-dlaas-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, even on SIGKILL
+        yield
+
+
 def start_project_run(project: str, entry_point: str, params: Mapping[str, Any], *,
                       experiment_id: str, run_id: str | None = None,
                       env_manager: str = "local") -> SubmittedRun:
@@ -71,7 +97,8 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
         config[MLFLOW_LOCAL_BACKEND_RUN_ID_CONFIG] = run_id
     # MLflow makes a folder per run for 'path' params, never removed; ours declare none, so it
     # stays empty and goes as soon as the command has started.
-    with tempfile.TemporaryDirectory(prefix="dlaas-project-") as storage:
+    with tempfile.TemporaryDirectory(prefix="dlaas-project-") as storage, \
+            environment_lock(env_manager):
         config[PROJECT_STORAGE_DIR] = storage
         return LocalBackend().run(str(projects_dir() / project), entry_point,
                                   {k: str(v) for k, v in params.items()}, None, config,

@@ -147,3 +147,43 @@ def threading_study(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
     """:data:`THREADING_STUDY` as written, once a session, in a fresh folder and store."""
     return run_as_user(THREADING_STUDY, user_folder(tmp_path_factory, "threading"), 900)
 
+
+
+#: Session fixtures that make real runs: the tests that share one run on one xdist worker
+#: (``make test`` runs two), so that each is made once a session.
+SHARED_SESSION_FIXTURES = {"demo": "demo", "threading_study": "threading",
+                           "measured": "report-runs", "report_dir": "report-runs"}
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    """The group whose tests must share a worker: a costly session fixture's, or the
+    module's where it holds a module-scoped fixture (made once per worker otherwise)."""
+    definitions = item._fixtureinfo.name2fixturedefs  # the fixtures this test will get
+    for name in item.fixturenames:
+        if name in SHARED_SESSION_FIXTURES:
+            return SHARED_SESSION_FIXTURES[name]
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    where = _documented_command_folder(str(params.get("command", "")))
+    if where in ("demo", "threading"):
+        return where
+    if any(d[-1].scope == "module" for n, d in definitions.items() if d):
+        return item.module.__name__
+    return None
+
+
+def _documented_command_folder(command: str) -> str | None:
+    if not command:
+        return None
+    from tests.test_documented_commands import RUN_AS_WRITTEN
+
+    return RUN_AS_WRITTEN.get(command)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that share a costly fixture with one ``xdist_group`` each (``--dist
+    loadgroup``: a group runs on one worker)."""
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -176,9 +176,9 @@ def test_the_demo_measures_each_configuration_enough_times(demo: CommandResult) 
 
 def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:
     """``mlflow run .``, what MLflow users try first: the root MLproject's main entry point
-    is the demo (here with one replicate each, the full demo being the ``demo`` fixture),
-    under a launcher run that ends FINISHED like every other."""
-    done = run_as_user("mlflow run . -P replicates=1 --env-manager local",
+    is the demo (here with one replicate of PyTorch's part, the full demo being the ``demo``
+    fixture), under a launcher run that ends FINISHED like every other."""
+    done = run_as_user("mlflow run . -P replicates=1 -P frameworks=pytorch --env-manager local",
                        user_folder(tmp_path_factory, "main"), timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Traceback" not in done.stdout + done.stderr
@@ -190,3 +190,6 @@ def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:
     assert {r.info.status for r in runs} == {"FINISHED"}
     launcher = [r for r in runs if r.data.tags.get("mlflow.project.entryPoint") == "main"]
     assert len(launcher) == 1
+    measured = {r.data.tags.get("dlaas.framework", r.data.tags.get("dlaas.runtime"))
+                for r in runs if r.data.tags.get("dlaas.entry") in ("train", "infer")}
+    assert measured == {"pytorch"}, measured
