@@ -5,7 +5,7 @@ modes (none, ours, mlflow), interleaved round by round so that machine noise hit
 alike. Two workloads: one thread (a core stays free for the monitor) and every core busy
 (the monitor must steal time). Prints median wall time per mode and the slowdown ratios.
 
-    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 7] [--interval 0.1]
+    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 7] [--interval 0.1] [--scale 1]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 WORKER = r'''
 import json, os, sys, time
 mode, interval, threads, uri = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+scale = float(sys.argv[5])
 os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
 import numpy as np
 import mlflow
@@ -29,10 +30,10 @@ mlflow.set_tracking_uri(uri)
 def work():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((384, 384))
-    for _ in range(600 * threads):
+    for _ in range(round(600 * threads * scale)):
         a = np.tanh(a @ a.T / 384)
     total = 0
-    for i in range(2_000_000):  # pure-Python part: the GIL is contended by an in-process monitor
+    for i in range(round(2_000_000 * scale)):  # pure Python: the GIL meets an in-process monitor
         total += i % 7
     return total
 
@@ -54,9 +55,9 @@ print(json.dumps({"elapsed_s": elapsed}))
 MODES = ("none", "ours", "mlflow")
 
 
-def measure(mode: str, interval: float, threads: int, uri: str) -> float:
+def measure(mode: str, interval: float, threads: int, uri: str, scale: float) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", WORKER, mode, str(interval), str(threads), uri],
+        [sys.executable, "-c", WORKER, mode, str(interval), str(threads), uri, str(scale)],
         capture_output=True, text=True, check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])["elapsed_s"]
@@ -66,6 +67,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--interval", type=float, default=0.1)
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="the amount of work, as a fraction of the measured default")
     args = parser.parse_args()
     import os
 
@@ -73,10 +76,10 @@ def main() -> None:
         uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
         for threads in (1, os.cpu_count() or 1):
             times: dict[str, list[float]] = {m: [] for m in MODES}
-            measure("none", args.interval, threads, uri)  # warm caches and the store
+            measure("none", args.interval, threads, uri, args.scale)  # warm caches, the store
             for _ in range(args.rounds):
                 for mode in MODES:
-                    times[mode].append(measure(mode, args.interval, threads, uri))
+                    times[mode].append(measure(mode, args.interval, threads, uri, args.scale))
             base = statistics.median(times["none"])
             print(f"workload threads={threads} interval={args.interval}s rounds={args.rounds}")
             for mode in MODES:

@@ -26,17 +26,31 @@ def threads_label(parallelism: ParallelismSettings) -> str:
     return f"-t{threads}" if threads else ""
 
 
+def variant_label(*, jit_compile: bool = False, torch_compile: bool = False,
+                  channels_last: bool = False, precision: str = "fp32", instances: int = 1
+                  ) -> str:
+    """``-xla-fp16-x2``: the settings that change a run's figures beyond its threads, so that
+    two runs that differ by one of them do not share a name."""
+    parts = [label for on, label in ((jit_compile, "xla"), (torch_compile, "compile"),
+                                     (channels_last, "nhwc")) if on]
+    if precision != "fp32":
+        parts.append(precision)
+    if instances > 1:
+        parts.append(f"x{instances}")
+    return "".join(f"-{part}" for part in parts)
+
+
 def training_run_name(framework: str, model: str, batch_size: int,
-                      parallelism: ParallelismSettings) -> str:
-    """``pytorch-lenet5-bs64-t2``."""
-    return f"{framework}-{model}-bs{batch_size}{threads_label(parallelism)}"
+                      parallelism: ParallelismSettings, variant: str = "") -> str:
+    """``pytorch-lenet5-bs64-t2`` (``variant``: :func:`variant_label`'s suffix)."""
+    return f"{framework}-{model}-bs{batch_size}{threads_label(parallelism)}{variant}"
 
 
 def inference_run_name(runtime: str, model: str, batch_sizes: tuple[int, ...],
-                       parallelism: ParallelismSettings) -> str:
-    """``onnxruntime-lenet5-bs1,8,32-t1``."""
+                       parallelism: ParallelismSettings, variant: str = "") -> str:
+    """``onnxruntime-lenet5-bs1,8,32-t1`` (``variant``: :func:`variant_label`'s suffix)."""
     sizes = ",".join(str(b) for b in batch_sizes)
-    return f"{runtime}-{model}-bs{sizes}{threads_label(parallelism)}"
+    return f"{runtime}-{model}-bs{sizes}{threads_label(parallelism)}{variant}"
 
 
 def name_active_run(name: str) -> None:

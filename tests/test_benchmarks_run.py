@@ -25,7 +25,7 @@ SMOKE = {
     "memory_fidelity.py": ["--rounds", "1", "--frameworks", "pytorch", "--runtimes",
                            "onnxruntime"],
     "monitor_fidelity.py": ["--megabytes", "50", "--cpu-seconds", "0.3"],
-    "monitor_overhead.py": ["--rounds", "1"],
+    "monitor_overhead.py": ["--rounds", "1", "--scale", "0.05"],
     "trial_overhead.py": ["--trials", "1", "--env-managers", "local"],
 }
 #: modules the scripts share, not run on their own

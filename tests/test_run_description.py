@@ -5,7 +5,13 @@ from __future__ import annotations
 import mlflow
 import pytest
 
-from mlflow_dlaas.run_description import name_active_run
+from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.run_description import (
+    inference_run_name,
+    name_active_run,
+    training_run_name,
+    variant_label,
+)
 
 
 @pytest.mark.parametrize("made_up", ["ambitious-snipe-0", "ambitious-snipe-42",
@@ -20,3 +26,14 @@ def test_a_persons_name_is_kept(tracking: str) -> None:
     with mlflow.start_run(run_name="baseline for the paper") as run:
         name_active_run("pytorch-lenet5-bs64")
     assert mlflow.get_run(run.info.run_id).info.run_name == "baseline for the paper"
+
+
+def test_a_run_name_carries_what_changes_the_figures() -> None:
+    """Runs that differ by compilation, memory format, precision or copies do not share a name."""
+    threads = ParallelismSettings(intra_op_threads=2)
+    assert training_run_name("tensorflow", "lenet5", 64, threads,
+                             variant_label(jit_compile=True)) == "tensorflow-lenet5-bs64-t2-xla"
+    assert inference_run_name("pytorch", "resnet18", (1, 8), threads, variant_label(
+        torch_compile=True, precision="fp16", instances=2)) == \
+        "pytorch-resnet18-bs1,8-t2-compile-fp16-x2"
+    assert variant_label() == ""

@@ -33,6 +33,7 @@ from mlflow_dlaas.run_description import (
     describe_active_run,
     inference_run_name,
     name_active_run,
+    variant_label,
 )
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
@@ -81,8 +82,10 @@ def run_inference(config: InferConfig) -> InferenceResult:
     configure_tracking(announce=False)
     with failing_run_guard() as run, scratch_dir("source") as source_dir:
         run_id = run.info.run_id
-        name_active_run(inference_run_name(config.runtime, _served_model(config),
-                                           config.batch_sizes, config.parallelism))
+        name_active_run(inference_run_name(
+            config.runtime, _served_model(config), config.batch_sizes, config.parallelism,
+            variant_label(jit_compile=config.jit_compile, torch_compile=config.torch_compile,
+                          precision=config.precision, instances=config.instances)))
         params = config.as_params()
         log_new_params(run_id, params)
         mlflow.set_tags({"dlaas.entry": "infer", "dlaas.runtime": runtime.name})

@@ -13,6 +13,7 @@ from mlflow_dlaas.run_description import (
     describe_active_run,
     name_active_run,
     training_run_name,
+    variant_label,
 )
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.tracking import configure_tracking
@@ -36,8 +37,9 @@ def run_training(config: TrainConfig, launch: WorkerLaunch,
     configure_tracking(announce=False)
     with failing_run_guard() as run:
         run_id = run.info.run_id
-        name_active_run(training_run_name(config.framework, config.model, config.batch_size,
-                                          config.parallelism))
+        name_active_run(training_run_name(
+            config.framework, config.model, config.batch_size, config.parallelism,
+            variant_label(jit_compile=config.jit_compile, channels_last=config.channels_last)))
         log_new_params(run_id, config.as_params())
         _tag_intent(config)
         outcome = run_worker(launch, run_id, worker)
