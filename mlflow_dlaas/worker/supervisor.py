@@ -148,8 +148,9 @@ class _Supervision:
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace")
             self.output.append(line)
-            if verbose or OWN_LINE.match(line):
-                sys.stderr.write(line)
+            own = OWN_LINE.match(line)
+            if verbose or own:  # our progress lines without their "INFO __main__: "
+                sys.stderr.write(line[own.end():] if own and own.group(1) == "INFO" else line)
         sys.stderr.flush()
 
     def _read(self, fd: int, monitor: ResourceMonitor) -> None:

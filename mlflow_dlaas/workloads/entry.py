@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
+from mlflow_dlaas.console_log import configure_console_logging
 from mlflow_dlaas.errors import EXIT_UNDELIVERED, DlaasError
 from mlflow_dlaas.ownership import launcher_of
 from mlflow_dlaas.tracking import configure_tracking
@@ -40,7 +41,7 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
     and so does the death of the process that started us (``mlflow run``, a study driver),
     even by SIGKILL; either stop is one line and exit code 128 + the signal's number.
     """
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_console_logging()
     # MLflow's SQL store logs each failed statement with its traceback and then raises it;
     # the raised error is what ends the run, in one line (a full disk printed 120 lines)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
