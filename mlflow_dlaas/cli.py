@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from mlflow_dlaas import __version__
+from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import DlaasError
 from mlflow_dlaas.tracking import TRACKING_ENV, is_unreachable, redact_text, redact_uri
 
@@ -59,6 +60,7 @@ def reports_errors(func: F) -> F:
 @click.version_option(__version__, prog_name="mlflow-dlaas")
 def cli() -> None:
     """Measure and compare deep-learning frameworks in MLflow runs."""
+    quiet_library_chatter()
 
 
 @cli.command("env")

@@ -1,24 +1,48 @@
-"""How our processes print their log records: our own progress lines as plain text
-(``epoch 1: loss 0.2534 test accuracy 0.9300 (0.68 s)``), every other record, and our
-warnings, with its level and source."""
+"""What our processes print: our own progress lines as plain text (``epoch 1: loss 0.2534
+...``); libraries' INFO chatter (MLflow's store and Projects notes, Optuna's trial lines,
+matplotlib's font cache) stays off the console unless :data:`VERBOSE_ENV` is set."""
 
 from __future__ import annotations
 
 import logging
+import os
 
-_SOURCED = "%(levelname)s %(name)s: %(message)s"
+#: Set (to anything but 0) to see every library's INFO lines and the measured worker's whole
+#: output on the console; the worker's output is always in the run's log artifact.
+VERBOSE_ENV = "MLFLOW_DLAAS_VERBOSE"
+#: MLflow's INFO loggers whose lines ours say better (the store's table creation, each
+#: Projects run's "=== Running command ..." lines).
+LIBRARY_CHATTER = ("mlflow.store.db.utils", "mlflow.projects.utils",
+                   "mlflow.projects.backend.local")
+_OURS = ("__main__", "mlflow_dlaas")
+
+
+def verbose() -> bool:
+    """Whether the user asked for every library's lines (:data:`VERBOSE_ENV`)."""
+    return os.environ.get(VERBOSE_ENV, "0") not in ("", "0")
+
+
+def quiet_library_chatter() -> None:
+    """MLflow's INFO chatter to WARNING, unless :func:`verbose`."""
+    if not verbose():
+        for name in LIBRARY_CHATTER:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class _ConsoleFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        ours = record.name == "__main__" or record.name.startswith("mlflow_dlaas")
-        if ours and record.levelno == logging.INFO:
+        if record.levelno == logging.INFO and record.name.startswith(_OURS):
             return record.getMessage()
         return super().format(record)
 
 
 def configure_console_logging() -> None:
-    """INFO and above to stderr, in the console format (once a process)."""
+    """Our INFO lines, plain, and every logger's warnings, with their source, to stderr;
+    others' INFO lines too when :func:`verbose`."""
     handler = logging.StreamHandler()
-    handler.setFormatter(_ConsoleFormatter(_SOURCED))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    handler.setFormatter(_ConsoleFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose() else logging.WARNING,
+                        handlers=[handler])
+    for name in _OURS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    quiet_library_chatter()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import os
 import sys
 import tempfile
@@ -34,13 +33,13 @@ from mlflow.projects.utils import (
     PROJECT_SYNCHRONOUS,
 )
 
+from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import EXIT_UNDELIVERED
 from mlflow_dlaas.ownership import launcher_environment
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.run_lifecycle import end_run
 from mlflow_dlaas.worker.lifeline import stop_process_tree
-from mlflow_dlaas.worker.supervisor import VERBOSE_ENV
 
 
 def use_this_python() -> None:
@@ -54,9 +53,6 @@ def use_this_python() -> None:
         os.environ["PATH"] = own + os.pathsep + os.environ.get("PATH", "")
 
 
-#: MLflow Projects' INFO lines for every run started ("=== Running command ..."), which
-#: ours say better; shown with :data:`~mlflow_dlaas.worker.supervisor.VERBOSE_ENV`.
-PROJECTS_CHATTER = ("mlflow.projects.utils", "mlflow.projects.backend.local")
 
 
 #: Environment managers whose environments MLflow builds on first use, in a shared folder.
@@ -86,9 +82,7 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
                       env_manager: str = "local") -> SubmittedRun:
     """Start ``projects/<project>``'s entry point in a fresh process; do not wait."""
     use_this_python()
-    if os.environ.get(VERBOSE_ENV, "0") in ("", "0"):
-        for name in PROJECTS_CHATTER:
-            logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_library_chatter()  # MLflow Projects' "=== Running command ..." per run
     os.environ.update(launcher_environment())  # the entry point dies with us, even by SIGKILL
     config = {PROJECT_ENV_MANAGER: env_manager, PROJECT_SYNCHRONOUS: True,
               PROJECT_DOCKER_ARGS: None, PROJECT_STORAGE_DIR: None, PROJECT_BUILD_IMAGE: False,

@@ -16,6 +16,7 @@ import optuna
 from mlflow.entities import Param
 from optuna.trial import TrialState
 
+from mlflow_dlaas.console_log import verbose
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run, set_shared_tags
@@ -47,7 +48,6 @@ from mlflow_dlaas.tuning.storage import absolute_url, make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
 from mlflow_dlaas.worker.lifeline import StopSignals, stop_on_signals
-from mlflow_dlaas.worker.supervisor import VERBOSE_ENV
 
 PARENT_ATTR = "mlflow_parent_run_id"
 #: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
@@ -79,7 +79,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     SIGINT, SIGTERM and SIGHUP stop it as Ctrl-C does: the trial's process tree is stopped,
     the trial FAILS (to be retried by the next run) and the parent run ends KILLED.
     """
-    if os.environ.get(VERBOSE_ENV, "0") in ("", "0"):  # ours say it: "[2/8] trial 1 ..."
+    if not verbose():  # ours say it: "[2/8] trial 1 ..."
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     with stop_on_signals(escalate=True) as stop:  # before the first store write
         target = configure_tracking()

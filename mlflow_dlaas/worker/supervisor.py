@@ -27,6 +27,7 @@ from urllib.request import url2pathname
 
 import mlflow
 
+from mlflow_dlaas.console_log import verbose
 from mlflow_dlaas.curation import curated_validity, phase_energy, phase_total, split_details
 from mlflow_dlaas.dataset_input import log_dataset_input
 from mlflow_dlaas.errors import ConfigError, WorkloadError
@@ -42,9 +43,6 @@ from mlflow_dlaas.worker.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
 TAIL_LINES = 40
 #: the worker's last lines kept for the run's log (its console shows fewer: :data:`OWN_LINE`)
 KEPT_LINES = 2000
-#: Set (to anything but 0) to see the worker's whole output on the console, framework
-#: chatter included; it is always in the run's ``worker/output_tail.txt``.
-VERBOSE_ENV = "MLFLOW_DLAAS_VERBOSE"
 #: Lines the console shows by default: mlflow-dlaas's own log lines and messages.
 OWN_LINE = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (__main__|mlflow_dlaas[\w.]*): "
                       r"|mlflow-dlaas")
@@ -142,14 +140,14 @@ class _Supervision:
 
     def _tee(self, stream: IO[bytes]) -> None:
         """Keep every line for the run's log; show ours on the console (all with
-        :data:`VERBOSE_ENV`): TensorFlow's absl and oneDNN notes, progress bars and library
-        warnings stay in ``worker/output_tail.txt``."""
-        verbose = os.environ.get(VERBOSE_ENV, "0") not in ("", "0")
+        :data:`~mlflow_dlaas.console_log.VERBOSE_ENV`): TensorFlow's absl and oneDNN notes,
+        progress bars and library warnings stay in ``worker/output_tail.txt``."""
+        show_all = verbose()
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace")
             self.output.append(line)
             own = OWN_LINE.match(line)
-            if verbose or own:  # our progress lines without their "INFO __main__: "
+            if show_all or own:  # our progress lines without their "INFO __main__: "
                 sys.stderr.write(line[own.end():] if own and own.group(1) == "INFO" else line)
         sys.stderr.flush()
 
