@@ -26,13 +26,15 @@ def threads_label(parallelism: ParallelismSettings) -> str:
     return f"-t{threads}" if threads else ""
 
 
-def variant_label(*, jit_compile: bool = False, torch_compile: bool = False,
-                  channels_last: bool = False, precision: str = "fp32", instances: int = 1
-                  ) -> str:
-    """``-xla-fp16-x2``: the settings that change a run's figures beyond its threads, so that
-    two runs that differ by one of them do not share a name."""
-    parts = [label for on, label in ((jit_compile, "xla"), (torch_compile, "compile"),
-                                     (channels_last, "nhwc")) if on]
+def variant_label(*, device: str = "cpu", jit_compile: bool = False,
+                  torch_compile: bool = False, channels_last: bool = False,
+                  hybridize: bool = True, precision: str = "fp32", instances: int = 1) -> str:
+    """``-cuda-xla-fp16-x2``: the settings that change a run's figures beyond its threads, so
+    that two runs that differ by one of them do not share a name."""
+    parts = [device] if device != "cpu" else []
+    parts += [label for on, label in ((jit_compile, "xla"), (torch_compile, "compile"),
+                                      (channels_last, "nhwc"), (not hybridize, "imperative"))
+              if on]
     if precision != "fp32":
         parts.append(precision)
     if instances > 1:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import mlflow
 import pytest
+from mlflow.environment_variables import MLFLOW_ENV_ROOT
 
+from mlflow_dlaas.launch import BUILT_ENVIRONMENTS, environment_lock
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from mlflow_dlaas.store_lock import wait_for_sqlite_locks
 from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
@@ -107,7 +113,8 @@ def user_env(folder: Path) -> dict[str, str]:
     """A new user's shell in ``folder``: the venv activated (its ``bin`` first on PATH, as
     ``make`` and ``. .venv/bin/activate`` do) and no MLflow variable set, so commands use
     the embedded store ``folder/mlflow.db``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MLFLOW_") or k == MLFLOW_ENV_ROOT.name}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["HOME"] = os.environ.get("HOME", str(folder))
     return env
@@ -115,9 +122,53 @@ def user_env(folder: Path) -> dict[str, str]:
 
 def run_as_user(command: str, folder: Path, timeout: int = 900) -> CommandResult:
     """Run a shell ``command`` in ``folder`` as a user would type it."""
-    done = subprocess.run(["bash", "-c", command], cwd=folder, env=user_env(folder),
-                          capture_output=True, text=True, timeout=timeout)
+    managers = [m for m in BUILT_ENVIRONMENTS if f"--env-manager {m}" in command]
+    done = run_building_environment(["bash", "-c", command], managers[0] if managers else
+                                    "local", timeout, cwd=folder, env=user_env(folder))
     return CommandResult(folder, done.returncode, done.stdout, done.stderr)
+
+
+#: What ``mlflow run`` prints once its environment is ready and the entry point starts.
+ENTRY_STARTED = "=== Running command"
+
+
+def run_building_environment(args: list[str], env_manager: str, timeout: float,
+                             **popen: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` (an ``mlflow run`` or what starts one) to the end, holding the machine's
+    project-environment lock (:func:`~mlflow_dlaas.launch.environment_lock`) until MLflow
+    has the environment ready and starts the entry point, as mlflow-dlaas's own launcher
+    does: a test on the other worker may be building the same environment."""
+    deadline = time.monotonic() + timeout
+    with contextlib.ExitStack() as lock:
+        lock.enter_context(environment_lock(env_manager))
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, **popen)
+        started = threading.Event()
+        out: list[str] = []
+        err: list[str] = []
+
+        def read(stream: IO[str], into: list[str], watch: bool) -> None:
+            for line in stream:
+                into.append(line)
+                if watch and ENTRY_STARTED in line:
+                    started.set()
+            if watch:
+                started.set()  # the command ended before it started an entry point
+
+        readers = [threading.Thread(target=read, args=(proc.stdout, out, False)),
+                   threading.Thread(target=read, args=(proc.stderr, err, True))]
+        for reader in readers:
+            reader.start()
+        started.wait(max(0.0, deadline - time.monotonic()))
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    finally:
+        for reader in readers:
+            reader.join()
+    return subprocess.CompletedProcess(args, proc.returncode, "".join(out), "".join(err))
 
 
 def user_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:

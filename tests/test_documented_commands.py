@@ -12,7 +12,6 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from mlflow_dlaas.launch import environment_lock
 from mlflow_dlaas.run_lifecycle import REASON_TAG
 from tests.conftest import ROOT, THREADING_STUDY, CommandResult, run_as_user, user_folder
 
@@ -115,11 +114,8 @@ def _folder(where: str, request: pytest.FixtureRequest, tmp_path_factory) -> Pat
 def test_a_documented_command_runs_as_written(command: str, request: pytest.FixtureRequest,
                                               tmp_path_factory) -> None:
     folder = _folder(RUN_AS_WRITTEN[command], request, tmp_path_factory)
-    if command == THREADING_STUDY:
-        done = request.getfixturevalue("threading_study")
-    else:  # another test may be building the same project environment
-        with environment_lock("virtualenv" if "virtualenv" in command else "local"):
-            done = run_as_user(command, folder, timeout=900)
+    done = (request.getfixturevalue("threading_study") if command == THREADING_STUDY
+            else run_as_user(command, folder, timeout=900))
     allowed = (0, 1) if command.startswith("mlflow-dlaas recommend") else (0,)
     if done.returncode == 1 and " compare " in f" {command} " \
             and "were disturbed by other work on this machine" in done.stderr:

@@ -36,4 +36,5 @@ def test_a_run_name_carries_what_changes_the_figures() -> None:
     assert inference_run_name("pytorch", "resnet18", (1, 8), threads, variant_label(
         torch_compile=True, precision="fp16", instances=2)) == \
         "pytorch-resnet18-bs1,8-t2-compile-fp16-x2"
+    assert variant_label(device="cuda", hybridize=False) == "-cuda-imperative"
     assert variant_label() == ""

@@ -84,7 +84,8 @@ def run_inference(config: InferConfig) -> InferenceResult:
         run_id = run.info.run_id
         name_active_run(inference_run_name(
             config.runtime, _served_model(config), config.batch_sizes, config.parallelism,
-            variant_label(jit_compile=config.jit_compile, torch_compile=config.torch_compile,
+            variant_label(device=config.device, jit_compile=config.jit_compile,
+                          torch_compile=config.torch_compile,
                           precision=config.precision, instances=config.instances)))
         params = config.as_params()
         log_new_params(run_id, params)

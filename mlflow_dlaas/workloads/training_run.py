@@ -39,7 +39,8 @@ def run_training(config: TrainConfig, launch: WorkerLaunch,
         run_id = run.info.run_id
         name_active_run(training_run_name(
             config.framework, config.model, config.batch_size, config.parallelism,
-            variant_label(jit_compile=config.jit_compile, channels_last=config.channels_last)))
+            variant_label(device=config.device, jit_compile=config.jit_compile,
+                          channels_last=config.channels_last, hybridize=config.hybridize)))
         log_new_params(run_id, config.as_params())
         _tag_intent(config)
         outcome = run_worker(launch, run_id, worker)

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mlflow_dlaas.launch import environment_lock
+from tests.conftest import run_building_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,5 +24,4 @@ def mlflow_run(project: str, experiment: str, params: dict[str, object], *,
         cmd += ["-P", f"{key}={value}"]
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID")}
-    with environment_lock(env_manager):  # another test may be building the same environment
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return run_building_environment(cmd, env_manager, timeout, env=env)
