@@ -36,6 +36,7 @@ def reports_errors(func: F) -> F:
             sys.exit(128 + e.signum)
         except DlaasError as e:
             click.echo(f"mlflow-dlaas: error: {redact_text(str(e))}", err=True)
+            _give_launcher_run_the_reason(redact_text(str(e)))
             sys.exit(e.exit_code)
         except MlflowException as e:  # the tracking store said no: say so, without a trace
             if is_unreachable(e):
@@ -54,6 +55,22 @@ def reports_errors(func: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _give_launcher_run_the_reason(reason: str) -> None:
+    """Under ``mlflow run . -e ...`` the command runs inside an MLflow Projects run that
+    MLflow ends FAILED when we exit non-zero: it says why, as every failed run of ours does."""
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if not run_id:
+        return
+    from mlflow_dlaas.run_lifecycle import REASON_TAG
+
+    try:
+        import mlflow
+
+        mlflow.MlflowClient().set_tag(run_id, REASON_TAG, reason[:5000])
+    except Exception as e:  # the store itself may be what failed; the message is printed
+        click.echo(f"mlflow-dlaas: could not record the reason on run {run_id}: {e}", err=True)
 
 
 @click.group()

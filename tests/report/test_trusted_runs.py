@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 from mlflow.entities import Metric, Param
 
 from mlflow_dlaas.cli import cli
+from mlflow_dlaas.run_lifecycle import REASON_TAG
 
 HOST_A, HOST_B = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 MIB = 2**20
@@ -154,7 +155,8 @@ def test_compare_with_every_run_disturbed_says_why_in_one_line_and_exits_1(
     done = CliRunner().invoke(cli, ["compare", "--experiment", tracking, "--output",
                                     str(tmp_path / "report"), "--no-run"])
     assert done.exit_code == 1
-    (line,) = done.stderr.strip().splitlines()
+    # the error is one line (after where runs are tracked, said once a process)
+    (line,) = [x for x in done.stderr.splitlines() if not x.startswith("mlflow-dlaas: t")]
     assert line.startswith("mlflow-dlaas: error: nothing to compare: all 2 finished runs were "
                            "disturbed by other work on this machine (other processes used")
     assert "add --include-disturbed to compare them anyway" in line
@@ -165,3 +167,19 @@ def test_compare_with_every_run_disturbed_says_why_in_one_line_and_exits_1(
     assert kept.exit_code == 0, kept.output
     assert "Kept with --include-disturbed: 2 disturbed runs" in \
         (tmp_path / "report" / "report.html").read_text()
+
+
+def test_under_mlflow_run_the_launcher_run_gets_the_reason(tracking: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """``mlflow run . -e compare``: MLflow ends its own run FAILED when compare exits 1; that
+    run says why, as every failed run does."""
+    _log(tracking, "pytorch", [1.0, 1.1], validity=["disturbed", "disturbed"])
+    launcher = mlflow.MlflowClient().create_run(
+        mlflow.get_experiment_by_name(tracking).experiment_id).info.run_id
+    monkeypatch.setenv("MLFLOW_RUN_ID", launcher)
+    done = CliRunner().invoke(cli, ["compare", "--experiment", tracking, "--output",
+                                    str(tmp_path / "report"), "--no-run"])
+    assert done.exit_code == 1
+    reason = mlflow.MlflowClient().get_run(launcher).data.tags[REASON_TAG]
+    assert reason.startswith("nothing to compare: all 2 finished runs were disturbed")
