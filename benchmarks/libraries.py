@@ -19,6 +19,8 @@ from functools import partial
 
 from pairs import Figures, _run_ours, alternate, median, mxnet_python
 
+from mlflow_dlaas.run_schema import TRAIN_THROUGHPUT
+
 PARAMS = ["--epochs", "1", "--batch_size", "64", "--learning_rate", "0.01", "--momentum", "0.9",
           "--warmup_steps", "5", "--log_model", "false"]
 #: The settings each framework can switch (TensorFlow uses no OpenMP).
@@ -36,7 +38,7 @@ def _train(python: str, framework: str, setting: str | None) -> Figures:
     extra = ["--" + setting.split("=")[0], setting.split("=")[1]] if setting else []
     return _run_ours(python, "mlflow_dlaas.workloads.train",
                      ["--framework", framework, *PARAMS, *extra],
-                     {SPEED: "train_samples_per_second_overall"})
+                     {SPEED: TRAIN_THROUGHPUT})
 
 
 def _ratios(mine: list[Figures], base: list[Figures]) -> str:

@@ -1,7 +1,7 @@
 """Our reported peak memory against an independent bare script's, per framework and runtime.
 
 Training (PyTorch, TensorFlow; MXNet in its own virtualenv when ``mlflow run projects/mxnet``
-has built it): our run's ``measured_peak_rss_bytes`` (the train phase's peak) against the
+has built it): our run's ``Headline/peak_memory_megabytes`` (the train phase's peak) against the
 kernel's peak RSS of ``bare/train_lenet.py``'s timed epochs. Inference (PyTorch, TensorFlow,
 ONNX Runtime, OpenVINO): the measured scenarios' peak against ``bare/infer_lenet.py``'s.
 Fresh processes, alternating. Goal: within max(5 %, 20 MiB) of the bare script. The whole

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlflow_dlaas import run_schema as schema
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MIB = 2**20
@@ -73,7 +75,8 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
         client = mlflow.MlflowClient(uri)
         run = client.search_runs([e.experiment_id for e in client.search_experiments()])[0]
         metrics = run.data.metrics
-        return Figures(metrics["measured_peak_rss_bytes"], metrics["run/peak_proc_rss_bytes"],
+        return Figures(metrics[schema.PEAK_MEMORY] * schema.BYTES_PER_MEGABYTE,
+                       metrics["run/peak_proc_rss_megabytes"] * schema.BYTES_PER_MEGABYTE,
                        {name: metrics[key] for name, key in keys.items()},
                        run.data.tags.get("dlaas.validity", ""))
 
@@ -83,7 +86,7 @@ def train_pair(framework: str, python: str) -> tuple[Callable[[], Figures],
     """(ours, bare) for LeNet-5 training in ``framework``."""
     ours = lambda: _run_ours(python, "mlflow_dlaas.workloads.train",  # noqa: E731
                              ["--framework", framework, *TRAIN_PARAMS],
-                             {"train_samples_per_second": "train_samples_per_second_overall"})
+                             {"train_samples_per_second": schema.TRAIN_THROUGHPUT})
     bare = lambda: _run_bare([python, str(HERE / "bare" / "train_lenet.py"),  # noqa: E731
                               "--framework", framework, "--epochs", "3"],
                              "train_peak_rss_bytes")

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import mlflow
 
+from mlflow_dlaas.run_schema import TRAIN_TIME
+
 BARE_FRAMEWORK_START = """
 import torch
 model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 128), torch.nn.ReLU(),
@@ -115,7 +117,7 @@ def measure(env_manager: str, trials: int, workdir: Path) -> None:
         wall = (trial.datetime_complete - trial.datetime_start).total_seconds()
         (run_id,) = trial.user_attrs["mlflow_run_ids"]
         m = client.get_run(run_id).data.metrics
-        work = m["train_time_seconds"] + m["test_time_seconds"] + m["warmup_time_seconds"]
+        work = m[TRAIN_TIME] + m["test_time_seconds"] + m["warmup_time_seconds"]
         overhead.append(wall - work - framework)
         edges = trial_edges(client, trial, run_id, workdir)
         for label, start, end in SPANS:

@@ -5,13 +5,16 @@ A run carries its headline figures as top-level metrics (no ``/``; MLflow 3.17's
 lists them in its Overview table, but charts them last, in "Model metrics", after the
 ``{phase}/`` sections, which it sorts by code point), per-epoch or per-batch-size histories
 as single keys with steps, and per phase only what answers a question: duration, peak RSS,
-CPU seconds, mean CPU % and energy.
+CPU seconds, mean CPU % and energy. Peak memory, counted in bytes by the monitor (as
+``summary.json`` keeps it), is logged in megabytes (``{phase}/peak_proc_rss_megabytes``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+
+from mlflow_dlaas.run_schema import current_name
 
 #: Per-phase monitor statistics logged as metrics; ``{phase}/...`` energy keys also are.
 PHASE_STATISTICS = ("duration_seconds", "peak_proc_rss_bytes", "proc_cpu_seconds",
@@ -40,7 +43,8 @@ RUN_STATISTICS = ("peak_proc_rss_bytes", "proc_cpu_seconds")
 
 
 def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:
-    """The monitor summary's keys worth a metric: :data:`PHASE_STATISTICS` and energy."""
+    """The monitor summary's keys worth a metric (:data:`PHASE_STATISTICS` and energy), under
+    their metric names and units."""
     kept = {}
     for key, value in summary.items():
         phase, _, statistic = key.partition("/")
@@ -51,7 +55,8 @@ def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:
         else:
             wanted = statistic in PHASE_STATISTICS or _ENERGY.fullmatch(statistic) is not None
         if wanted:
-            kept[key] = value
+            name, factor = current_name(key)
+            kept[name] = value * factor
     return kept
 
 

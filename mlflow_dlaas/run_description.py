@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import mlflow
 
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.run_schema import headline_text
 
 NOTE_TAG = "mlflow.note.content"
 #: Set by a study on its trials (``trial-12-r0``): such names are kept.
@@ -67,17 +68,9 @@ def name_active_run(name: str) -> None:
         mlflow.set_tag("mlflow.runName", name)
 
 
-#: Headline metrics in the order a person reads them, with their labels and formats.
-HEADLINE = (
-    ("final_test_accuracy", "test accuracy", "{:.4f}"),
-    ("train_time_seconds", "training time", "{:.2f} s"),
-    ("time_to_accuracy_seconds", "time to target accuracy", "{:.2f} s"),
-    ("train_samples_per_second_overall", "training throughput", "{:.0f} samples/s"),
-    ("test_time_seconds", "test time", "{:.3f} s"),
-    ("load_time_seconds", "model load time", "{:.3f} s"),
-    ("measured_cpu_seconds", "CPU time (measured phases)", "{:.2f} s"),
-    ("measured_energy_joules", "energy (measured phases)", "{:.1f} J"),
-)
+#: Figures of the run's phases that its description shows after the headline ones.
+DETAILS = (("test_time_seconds", "test time", "{:.3f} s"),
+           ("load_time_seconds", "model load time", "{:.3f} s"))
 _BATCHED = re.compile(r"(?P<scenario>[a-z_]+)/batch_(?P<batch>\d+)/(?P<name>latency_p50_ms|"
                       r"latency_p99_ms|throughput_samples_per_second)")
 _BATCHED_FORMAT = {"latency_p50_ms": "p50 {:.3f} ms", "latency_p99_ms": "p99 {:.3f} ms",
@@ -86,10 +79,9 @@ _BATCHED_FORMAT = {"latency_p50_ms": "p50 {:.3f} ms", "latency_p99_ms": "p99 {:.
 
 def headline_figures(metrics: Mapping[str, float]) -> dict[str, str]:
     """The figures a person compares, formatted, from a run's metrics."""
-    figures = {label: fmt.format(metrics[key]) for key, label, fmt in HEADLINE
-               if key in metrics}
-    if "measured_peak_rss_bytes" in metrics:
-        figures["peak memory (measured phases)"] = megabytes(metrics["measured_peak_rss_bytes"])
+    figures = headline_text(metrics)
+    figures.update({label: fmt.format(metrics[key]) for key, label, fmt in DETAILS
+                    if key in metrics})
     batched: dict[str, list[str]] = {}
     for key in sorted(metrics, key=_batch_order):
         found = _BATCHED.fullmatch(key)
@@ -125,8 +117,3 @@ def describe_active_run(title: str, settings: Mapping[str, object]) -> None:
     reason = run.data.tags.get("dlaas.validity_reason", "")
     mlflow.set_tag(NOTE_TAG, note(title, settings, headline_figures(run.data.metrics),
                                   f"{validity}" + (f" ({reason})" if reason else "")))
-
-
-def megabytes(value: float | None) -> str:
-    """``676.7 MB`` (10**6 bytes, as MLflow's system metrics count) or ``not measured``."""
-    return "not measured" if value is None else f"{value / 1e6:.1f} MB"

@@ -28,7 +28,8 @@ SUMMARY = {
 
 def test_phases_keep_duration_peak_cpu_and_energy_only() -> None:
     kept = curated_phase_summary(SUMMARY)
-    assert set(kept) == {"train/duration_seconds", "train/peak_proc_rss_bytes",
+    assert kept["train/peak_proc_rss_megabytes"] == 500.0  # 5e8 bytes, in MB as MLflow's own
+    assert set(kept) == {"train/duration_seconds", "train/peak_proc_rss_megabytes",
                          "train/mean_proc_cpu_percent", "train/proc_cpu_seconds",
                          "train/cpu_package0_energy_joules", "train/gpu0_energy_joules",
                          "eval/proc_cpu_seconds", "run/proc_cpu_seconds",

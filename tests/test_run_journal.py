@@ -85,7 +85,8 @@ def _assert_whole(server: MlflowServer, run_id: str) -> None:
     client = mlflow.MlflowClient(server.url)
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED", run.data.tags.get("dlaas.failure_reason")
-    for key in ("final_test_accuracy", "train_time_seconds", "measured_peak_rss_bytes",
+    for key in ("Headline/test_accuracy", "Headline/train_time_seconds",
+                "Headline/peak_memory_megabytes",
                 "train/duration_seconds"):
         assert key in run.data.metrics, sorted(run.data.metrics)
     logged = {f.path for f in client.list_artifacts(run_id)}

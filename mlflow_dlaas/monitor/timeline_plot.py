@@ -8,18 +8,18 @@ from typing import Any
 
 import numpy as np
 
-MIB = 2**20
+BYTES_PER_MB = 1e6  # as MLflow's system metrics count
 
 
 def paint_timeline(ax: Any, t_s: Sequence[float], cpu_percent: Sequence[float],
                    rss_bytes: Sequence[float], phases: Sequence[dict[str, Any]]) -> None:
-    """CPU % (blue, left axis) and RSS MiB (red, right axis) on ``ax``; each phase a shaded
+    """CPU % (blue, left axis) and RSS MB (red, right axis) on ``ax``; each phase a shaded
     span named at its top."""
     ax.plot(t_s, cpu_percent, color="tab:blue")
     ax.set_ylabel("CPU %", color="tab:blue", fontsize=8)
     memory = ax.twinx()
-    memory.plot(t_s, np.asarray(rss_bytes, dtype=float) / MIB, color="tab:red")
-    memory.set_ylabel("RSS MiB", color="tab:red", fontsize=8)
+    memory.plot(t_s, np.asarray(rss_bytes, dtype=float) / BYTES_PER_MB, color="tab:red")
+    memory.set_ylabel("RSS MB", color="tab:red", fontsize=8)
     for j, phase in enumerate(phases):
         ax.axvspan(phase["start_s"], phase["end_s"], alpha=0.12,
                    color="grey" if j % 2 else "gold")

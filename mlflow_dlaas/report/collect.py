@@ -11,6 +11,7 @@ from mlflow.entities import Run, ViewType
 from mlflow_dlaas.environment import HOST_TAG, TAG_PREFIX
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.hosts import UNKNOWN_HOST
+from mlflow_dlaas.run_schema import current_metrics
 from mlflow_dlaas.validity import VALIDITY_REASON_TAG, VALIDITY_TAG
 
 PAGE_SIZE = 1000
@@ -111,5 +112,5 @@ def _row(run: Run) -> dict[str, object]:
     row["system"] = row["framework"] or row["runtime"] or ""
     row["host"] = row["host"] or UNKNOWN_HOST
     row.update({f"params.{k}": v for k, v in run.data.params.items()})
-    row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
+    row.update({f"metrics.{k}": v for k, v in current_metrics(run.data.metrics).items()})
     return row

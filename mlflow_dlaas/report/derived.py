@@ -8,11 +8,13 @@ import re
 import numpy as np
 import pandas as pd
 
-PEAK_MEMORY = "peak_memory_bytes"
+from mlflow_dlaas import run_schema as schema
+
+PEAK_MEMORY = "peak_memory_megabytes"
 #: the framework's own peak (the measured worker: train phase, or measured scenarios)
-MEASURED_PEAK = "measured_peak_rss_bytes"
+MEASURED_PEAK = schema.PEAK_MEMORY
 #: the whole process tree's peak over the run, harness included: older runs have only this
-TREE_PEAK = "run/peak_proc_rss_bytes"
+TREE_PEAK = f"run/{schema.PHASE_PEAK_MEMORY}"
 ENERGY = "energy_joules"
 ENERGY_PER_1000 = "energy_per_1000_predictions_joules"
 _ENERGY_KEY = re.compile(r"metrics\.(?P<phase>[a-z_]+)/(cpu_package|gpu)\d+_energy_joules")
@@ -21,8 +23,8 @@ BATCHED_SCENARIOS = ("single_stream", "offline")
 
 
 def add_peak_memory(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: ``metrics.peak_memory_bytes``, the ``measured_peak_rss_bytes`` it logged, or
-    for a run without it, its process tree's ``run/peak_proc_rss_bytes``."""
+    """Per run, in MB: ``metrics.peak_memory_megabytes``, the measured phases' peak it
+    logged, or for a run without it, its process tree's ``run/peak_proc_rss_megabytes``."""
     measured = _column(runs, MEASURED_PEAK)
     return runs.assign(**{f"metrics.{PEAK_MEMORY}": measured.fillna(_column(runs, TREE_PEAK))})
 

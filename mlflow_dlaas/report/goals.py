@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
+from mlflow_dlaas.run_schema import current_name, unit_factor
 from mlflow_dlaas.tuning.spec import METRIC_ALIASES
 
 _MAXIMIZED = {METRIC_ALIASES[a] for a in ("accuracy", "inference_throughput", "throughput")}
 #: alias: (metric key, the direction that is better). The study spec's aliases, plus the
 #: report's own; three differ: ``energy`` here is the derived whole-run total (CPU packages and
 #: GPUs), ``throughput`` the inference (offline) throughput, as a report reader means it, and
-#: ``peak_rss`` the derived peak memory (``measured_peak_rss_bytes``, else the process tree's).
+#: ``peak_rss`` the derived peak memory (the measured phases', else the process tree's).
 ALIASES: dict[str, tuple[str, str]] = {
     **{alias: (metric, "maximize" if metric in _MAXIMIZED else "minimize")
        for alias, metric in METRIC_ALIASES.items()
@@ -28,8 +29,6 @@ ALIASES: dict[str, tuple[str, str]] = {
 _TIME_TO = re.compile(r"time_to_accuracy@(?P<target>0?\.\d+|1(\.0*)?)")
 _CONSTRAINT = re.compile(r"\s*(?P<name>[\w/.@]+)\s*(?P<op><=|>=|<|>)\s*"
                          r"(?P<value>[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)\s*(?P<unit>[A-Za-z%]*)\s*")
-_UNITS = {"": 1.0, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20,
-          "gib": 2**30}
 _HOW = ("objectives: an alias (" + ", ".join(sorted(ALIASES)) + "), time_to_accuracy@0.98, "
         "or min:METRIC / max:METRIC for any logged metric key")
 
@@ -63,7 +62,7 @@ class Bound:
 
 
 def parse_goal(text: str) -> Goal:
-    """``accuracy``, ``time_to_accuracy@0.98``, ``min:measured_peak_rss_bytes`` ..."""
+    """``accuracy``, ``time_to_accuracy@0.98``, ``min:run/peak_proc_rss_megabytes`` ..."""
     text = text.strip()
     found = _TIME_TO.fullmatch(text)
     if found:
@@ -74,7 +73,7 @@ def parse_goal(text: str) -> Goal:
         return Goal(metric, direction, text)
     prefix, _, metric = text.partition(":")
     if prefix in ("min", "max") and metric:
-        return Goal(ALIASES.get(metric, (metric, ""))[0],
+        return Goal(ALIASES.get(metric, (current_name(metric)[0], ""))[0],
                     "minimize" if prefix == "min" else "maximize", text)
     raise ConfigError(f"objective {text!r} is not understood; {_HOW}")
 
@@ -88,21 +87,6 @@ def parse_bound(text: str) -> Bound:
                           "'p99_latency<=5')")
     name = found.group("name")
     goal = parse_goal(name if (name in ALIASES or _TIME_TO.fullmatch(name)) else f"min:{name}")
-    value = float(found.group("value")) * _scale(goal.metric, found.group("unit"), text)
+    value = float(found.group("value")) * unit_factor(goal.metric, found.group("unit"),
+                                                      f"constraint {text!r}")
     return Bound(goal.metric, found.group("op"), value, text)
-
-
-def _scale(metric: str, unit: str, text: str) -> float:
-    unit = unit.lower()
-    if metric.endswith("_bytes") and unit in _UNITS:
-        return _UNITS[unit]
-    if metric.endswith("_ms") and unit in ("", "ms", "s"):
-        return 1000.0 if unit == "s" else 1.0
-    if metric.endswith("_seconds") and unit in ("", "s", "ms"):
-        return 0.001 if unit == "ms" else 1.0
-    if unit == "%" and "accuracy" in metric:  # accuracy>=98% means a fraction of 0.98
-        return 0.01
-    if unit in ("", "%"):
-        return 1.0
-    raise ConfigError(f"constraint {text!r}: unit {unit!r} does not fit metric {metric!r} "
-                      "(bytes take B/KiB/MiB/GiB/KB/MB/GB, times take ms or s)")

@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from mlflow_dlaas.report.aggregate import configuration_ids
-from mlflow_dlaas.report.plots import Plot, colours, draw, missing
+from mlflow_dlaas.report.plots import Plot, colours, draw, log_scale, missing, whole_number_ticks
 
 THROUGHPUT = "metrics.offline/throughput_samples_per_second"
 P99 = "metrics.single_stream/latency_p99_ms"
@@ -54,7 +54,7 @@ def versus_batch_size(rows: pd.DataFrame) -> Plot:
                     ax.plot(line["batch_size"], line[metric], marker=style[1],
                             linestyle=style[0], label=config, color=palette[system])
             if metric in medians and spans_decades(medians[metric]):
-                ax.set_yscale("log")
+                log_scale(ax, "y")
                 label += ", log scale"
             ax.set_xscale("log", base=2)
             batches = sorted(medians["batch_size"].unique())
@@ -95,6 +95,7 @@ def versus_threads(rows: pd.DataFrame) -> Plot:
                             .median().dropna())
                     ax.plot(line.index, line.values, marker="o", color=palette[system],
                             label=f"{system} (batch {batch})")
+            whole_number_ticks(ax, "x")
             ax.set_xlabel("intra-op threads")
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
@@ -131,7 +132,7 @@ def latency_cdfs(client: MlflowClient, rows: pd.DataFrame) -> Plot:
                        if "query_count" in part else "")
             ax.plot(part["latency_ms"], part["percentile"] / 100, color=palette[system],
                     label=system + queries)
-        ax.set_xscale("log")
+        log_scale(ax, "x")
         ax.set_xlabel("latency (ms, log scale)")
         ax.set_ylabel("fraction of queries")
         ax.grid(alpha=0.3, which="both")
@@ -191,9 +192,9 @@ def versus_offered_load(client: MlflowClient, rows: pd.DataFrame) -> Plot:
             ax.axhline(bound, color="grey", linestyle=":", label=f"p99 bound {bound:g} ms")
         log_x, log_y = spans_decades(every["qps"]), spans_decades(every["p99"])
         if log_x:
-            ax.set_xscale("log")
+            log_scale(ax, "x")
         if log_y:
-            ax.set_yscale("log")
+            log_scale(ax, "y")
         ax.set_xlabel("offered load (queries/s" + (", log scale)" if log_x else ")"))
         ax.set_ylabel("p99 latency (ms" + (", log scale)" if log_y else ")"))
         ax.grid(alpha=0.3, which="both")

@@ -19,12 +19,13 @@ from scipy.stats import mannwhitneyu
 from mlflow_dlaas.libraries.settings import LIBRARY_SETTINGS
 from mlflow_dlaas.report.derived import PEAK_MEMORY
 from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES
-from mlflow_dlaas.report.tables import MIB, ComparisonTable, setting_text
+from mlflow_dlaas.report.tables import ComparisonTable, setting_text
+from mlflow_dlaas.run_schema import TRAIN_TIME
 
 TITLE = "Parallel libraries (training, against each framework's default)"
 #: (heading, metric key, scale into the heading's unit, digits)
-MEASURES = (("train time (s)", "train_time_seconds", 1.0, 2),
-            ("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0))
+MEASURES = (("train time (s)", TRAIN_TIME, 1.0, 2),
+            ("peak memory (MB)", PEAK_MEMORY, 1.0, 0))
 DEFAULTS = ("", "default")
 
 

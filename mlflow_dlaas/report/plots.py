@@ -10,7 +10,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only backend)
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 DPI = 110
 
@@ -38,6 +40,21 @@ def draw(name: str, title: str, caption: str, paint: Callable[[Figure], None],
         return Plot(name, title, caption, png=buffer.getvalue())
     finally:
         plt.close(figure)
+
+
+def log_scale(ax: Axes, which: str) -> None:
+    """A log ``which`` ("x" or "y") axis labelled with plain numbers (1, 2, 5, 10, 20 ...),
+    not powers of ten."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def whole_number_ticks(ax: Axes, which: str) -> None:
+    """Ticks only at whole numbers on ``which`` axis (threads, instances, copies)."""
+    (ax.xaxis if which == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
 
 
 def missing(name: str, title: str, reason: str) -> Plot:

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.monitor.timeline_plot import paint_timeline
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing
@@ -19,8 +20,8 @@ from mlflow_dlaas.report.plots import Plot, colours, draw, missing
 TIMELINE_RUNS = 6
 MIN_PAIRS = 3  # fewer runs measured with both values: no correlation shown
 OUTCOMES = {
-    "metrics.train_time_seconds": "train time", "metrics.final_test_accuracy": "accuracy",
-    f"metrics.{PEAK_MEMORY}": "peak memory", "metrics.measured_cpu_seconds": "CPU s (measured)",
+    f"metrics.{schema.TRAIN_TIME}": "train time", f"metrics.{schema.TEST_ACCURACY}": "accuracy",
+    f"metrics.{PEAK_MEMORY}": "peak memory", f"metrics.{schema.CPU_TIME}": "CPU s (measured)",
     "metrics.run/proc_cpu_seconds": "CPU seconds", f"metrics.{ENERGY}": "energy",
     "metrics.offline/throughput_samples_per_second": "throughput",
     "metrics.single_stream/latency_p99_ms": "p99 latency",
@@ -106,7 +107,7 @@ def energy_vs_throughput(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
     name, title = "energy_vs_throughput", "Energy vs throughput"
     panels = []
     for rows, x, y, label in (
-            (train, "metrics.train_samples_per_second_overall", f"metrics.{ENERGY}",
+            (train, f"metrics.{schema.TRAIN_THROUGHPUT}", f"metrics.{ENERGY}",
              "training: energy of the run (J)"),
             (inference, "metrics.offline/throughput_samples_per_second",
              f"metrics.{ENERGY_PER_1000}", "inference: energy per 1,000 predictions (J)")):

@@ -7,10 +7,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.report.aggregate import NOT_SHOWN, aggregate, shown_settings
-from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
-
-MIB = 2**20
+from mlflow_dlaas.report.derived import (
+    ENERGY,
+    ENERGY_PER_1000,
+    MEASURED_PEAK,
+    PEAK_MEMORY,
+    TREE_PEAK,
+)
 
 
 @dataclass(frozen=True)
@@ -28,11 +33,11 @@ class Column:
 
 
 TRAINING_COLUMNS = (
-    Column("train time (s)", "train_time_seconds", digits=2),
+    Column("train time (s)", schema.TRAIN_TIME, digits=2),
     Column("test time (s)", "test_time_seconds"),
-    Column("accuracy", "final_test_accuracy", digits=4),
-    Column("time to accuracy (s)", "time_to_accuracy_seconds", digits=2),
-    Column("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0),
+    Column("accuracy", schema.TEST_ACCURACY, digits=4),
+    Column("time to accuracy (s)", schema.TIME_TO_ACCURACY, digits=2),
+    Column("peak memory (MB)", PEAK_MEMORY, digits=0),
     Column("CPU % (train)", "train/mean_proc_cpu_percent", digits=0),
     Column("energy (J)", ENERGY, digits=1),
 )
@@ -42,13 +47,13 @@ INFERENCE_COLUMNS = (
     Column("throughput (samples/s)", "offline/throughput_samples_per_second", digits=0),
     Column("offline p99 (ms)", "offline/latency_p99_ms"),
     Column("load time (s)", "load_time_seconds"),
-    Column("peak memory (MiB)", PEAK_MEMORY, 1 / MIB, 0),
+    Column("peak memory (MB)", PEAK_MEMORY, digits=0),
     Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
 )
 #: The scenarios measured once per run (not per batch size): server and multi-stream.
 SCENARIO_COLUMNS = (
-    Column("server max QPS within p99 bound", "server/max_qps_within_p99_bound", digits=1),
-    Column("server p99 at max QPS (ms)", "server/latency_p99_at_max_qps_ms"),
+    Column("server max QPS within p99 bound", schema.SERVER_MAX_QPS, digits=1),
+    Column("server p99 at max QPS (ms)", schema.SERVER_P99_AT_MAX_QPS),
     Column("server offered (queries/s)", "server/target_qps", digits=1),
     Column("server achieved (queries/s)", "server/achieved_qps", digits=1),
     Column("server p99 (ms)", "server/latency_p99_ms"),
@@ -141,10 +146,10 @@ def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
 def _why(metric: str) -> str:
     if "energy" in metric:
         return " (no readable RAPL counter or NVIDIA GPU where they ran)"
-    if metric == "time_to_accuracy_seconds":
+    if metric == schema.TIME_TO_ACCURACY:
         return " (they never reached their target_accuracy)"
     if metric == PEAK_MEMORY:
-        return " (they logged neither measured_peak_rss_bytes nor run/peak_proc_rss_bytes)"
+        return f" (they logged neither {MEASURED_PEAK} nor {TREE_PEAK})"
     return ""
 
 

@@ -7,6 +7,7 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing, pareto_front
+from mlflow_dlaas.run_schema import TEST_ACCURACY, TRAIN_TIME
 
 CURVES_PER_SYSTEM = 3
 
@@ -14,9 +15,9 @@ CURVES_PER_SYSTEM = 3
 def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
     """Test accuracy per epoch against cumulative train time, best runs of each framework."""
     name, title = "time_to_accuracy", "Time to accuracy"
-    if "metrics.final_test_accuracy" not in train or train.empty:
-        return missing(name, title, "no finished training run logged final_test_accuracy")
-    best = (train.sort_values("metrics.final_test_accuracy", ascending=False)
+    if f"metrics.{TEST_ACCURACY}" not in train or train.empty:
+        return missing(name, title, f"no finished training run logged {TEST_ACCURACY}")
+    best = (train.sort_values(f"metrics.{TEST_ACCURACY}", ascending=False)
             .groupby("system").head(CURVES_PER_SYSTEM))
     curves = []
     for _, run in best.iterrows():
@@ -50,14 +51,14 @@ def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
 def accuracy_vs_time(train: pd.DataFrame) -> Plot:
     """Every finished training run; the Pareto front (faster and more accurate) drawn."""
     name, title = "accuracy_vs_train_time", "Accuracy vs train time"
-    needed = ["metrics.final_test_accuracy", "metrics.train_time_seconds"]
+    needed = [f"metrics.{TEST_ACCURACY}", f"metrics.{TRAIN_TIME}"]
     if train.empty or any(c not in train for c in needed):
         return missing(name, title, "no finished training run logged both "
-                       "final_test_accuracy and train_time_seconds")
+                       f"{TEST_ACCURACY} and {TRAIN_TIME}")
     data = train.dropna(subset=needed)
     if data.empty:
         return missing(name, title, "no finished training run logged both "
-                       "final_test_accuracy and train_time_seconds")
+                       f"{TEST_ACCURACY} and {TRAIN_TIME}")
     points = list(zip(data[needed[1]], data[needed[0]], strict=True))
     front = pareto_front(points)
     palette = colours(data["system"])

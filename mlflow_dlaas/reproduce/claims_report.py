@@ -15,11 +15,10 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 
 from mlflow_dlaas.ownership import owner_tags
-from mlflow_dlaas.report.plots import Plot, draw, missing
+from mlflow_dlaas.report.plots import Plot, draw, log_scale, missing
 from mlflow_dlaas.report.publish import ARTIFACT_DIR
 from mlflow_dlaas.report.render_html import STYLE
 from mlflow_dlaas.report.separation import ALPHA, MIN_EFFECT, MIN_REPLICATES
-from mlflow_dlaas.report.tables import MIB
 from mlflow_dlaas.reproduce.runner import ClaimResult
 from mlflow_dlaas.reproduce.verdicts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.tuning.run_links import run_url
@@ -99,7 +98,7 @@ def effect_plot(result: ClaimResult) -> Plot:
         axes.barh(range(len(tests)), [r - 1 for r in ratios], left=1, color=colours)
         axes.set_yticks(range(len(tests)), labels, fontsize=7)
         axes.axvline(1, color="#333", linewidth=0.8)
-        axes.set_xscale("log")
+        log_scale(axes, "x")
         axes.set_xlabel("median of the first setting / median of the second (log)")
 
     return draw(name, title, "Green: separated by the rank test; grey: not separable.", paint,
@@ -148,11 +147,11 @@ def _links(result: ClaimResult) -> list[tuple[str, str]]:
 
 
 def _spread(values: tuple[float, ...], metric: str) -> str:
-    """``median [q1–q3]``, bytes in MiB."""
+    """``median [q1–q3]``, memory in MB."""
     if not values:
         return "—"
-    scale, unit = (1 / MIB, " MiB") if metric == MEMORY else (1.0, "")
-    return _quartiles(sorted(v * scale for v in values)) + unit
+    unit = " MB" if metric == MEMORY else ""
+    return _quartiles(sorted(values)) + unit
 
 
 def _quartiles(ordered: list[float]) -> str:

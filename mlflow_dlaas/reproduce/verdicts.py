@@ -27,6 +27,7 @@ from itertools import combinations
 import pandas as pd
 from scipy.stats import spearmanr
 
+from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.report.derived import ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.report import Workloads
 from mlflow_dlaas.report.separation import (
@@ -44,15 +45,15 @@ NOT_SEPARABLE = "not separable"
 NO_MEANINGFUL_DIFFERENCE = "no meaningful difference"
 NOT_MEASURABLE = "not measurable here"
 
-TRAIN_TIME = "metrics.train_time_seconds"
-ACCURACY = "metrics.final_test_accuracy"
+TRAIN_TIME = f"metrics.{schema.TRAIN_TIME}"
+ACCURACY = f"metrics.{schema.TEST_ACCURACY}"
 MEMORY = f"metrics.{PEAK_MEMORY}"
 CPU_PERCENT = "metrics.train/mean_proc_cpu_percent"
 P50 = "metrics.single_stream/latency_p50_ms"
 THROUGHPUT = "metrics.offline/throughput_samples_per_second"
 ENERGY_1000 = f"metrics.{ENERGY_PER_1000}"
 COPIES_THROUGHPUT = "metrics.ensemble/throughput_samples_per_second"
-COPIES_MEMORY = "metrics.ensemble/peak_proc_rss_bytes"
+COPIES_MEMORY = f"metrics.ensemble/{schema.PHASE_PEAK_MEMORY}"
 HYPER_PARAMETERS = ("params.batch_size", "params.learning_rate")
 LIBRARY_SETTINGS = ("params.openmp_runtime", "params.allocator", "params.onednn")
 RUNTIME_SETTINGS = ("batch_size", "params.intra_op_threads", "params.graph_optimization_level",

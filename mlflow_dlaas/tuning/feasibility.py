@@ -65,7 +65,7 @@ def closest_infeasible(study: optuna.Study) -> FrozenTrial | None:
 
 
 def describe_violations(constraints: Sequence[Constraint], trial: FrozenTrial) -> str:
-    """``final_test_accuracy >= 0.9 missed by 0.05`` for each constraint the trial misses."""
+    """``Headline/test_accuracy >= 0.9 missed by 0.05`` for each constraint the trial misses."""
     missed = [f"{c.metric} {c.op} {c.value:g} missed by {v:.4g}"
               for c, v in zip(constraints, violations(trial), strict=False) if v > 0]
     return "; ".join(missed) or "no constraint missed"

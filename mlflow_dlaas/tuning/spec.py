@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 from mlflow.exceptions import MlflowException
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_experiment_name
 
+from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.config import InferConfig
@@ -31,15 +33,16 @@ REPLICATE_SEEDS = ("vary", "fixed")
 DEFAULT_SEED = 0
 #: Short names for the metrics people optimize; any logged metric key is accepted too.
 METRIC_ALIASES = {
-    "accuracy": "final_test_accuracy",
-    "test_accuracy": "final_test_accuracy",
-    "train_time": "train_time_seconds",
+    "accuracy": schema.TEST_ACCURACY,
+    "test_accuracy": schema.TEST_ACCURACY,
+    "train_time": schema.TRAIN_TIME,
     "test_time": "test_time_seconds",
-    "time_to_accuracy": "time_to_accuracy_seconds",
-    "peak_rss": "measured_peak_rss_bytes",
+    "time_to_accuracy": schema.TIME_TO_ACCURACY,
+    "peak_rss": schema.PEAK_MEMORY,
+    "peak_memory": schema.PEAK_MEMORY,
     "cpu_seconds": "run/proc_cpu_seconds",
-    "energy": "run/gpu0_energy_joules",
-    "throughput": "train_samples_per_second_overall",
+    "energy": schema.ENERGY,
+    "throughput": schema.TRAIN_THROUGHPUT,
     # inference: the last batch size logged; fix batch_sizes to one value, or name the flat
     # key (e.g. offline/batch_32/throughput_samples_per_second)
     "p50_latency": "single_stream/latency_p50_ms",
@@ -402,7 +405,7 @@ def _objective(index: int, o: Any) -> Objective:
     if direction not in DIRECTIONS:
         raise ConfigError(f"study spec: {where}.direction: {direction!r} is not one of "
                           f"{', '.join(DIRECTIONS)}")
-    return Objective(METRIC_ALIASES.get(o["metric"], o["metric"]), direction)
+    return Objective(_metric_key(o["metric"]), direction)
 
 
 def _constraint(index: int, c: Any) -> Constraint:
@@ -411,8 +414,28 @@ def _constraint(index: int, c: Any) -> Constraint:
         raise ConfigError(f"study spec: {where}: give {{metric: accuracy, op: '>=', value: 0.9}}")
     if c["op"] not in CONSTRAINT_OPS:
         raise ConfigError(f"study spec: {where}.op: {c['op']!r} is not one of >=, <=")
-    value = _finite(c["value"], f"{where}.value")
-    return Constraint(METRIC_ALIASES.get(c["metric"], c["metric"]), c["op"], value)
+    metric = _metric_key(c["metric"])
+    return Constraint(metric, c["op"], _quantity(c["value"], metric, f"{where}.value"))
+
+
+def _metric_key(name: Any) -> str:
+    """An alias's metric key, or a key an earlier version logged under its current name."""
+    name = str(name)
+    return METRIC_ALIASES.get(name) or schema.current_name(name)[0]
+
+
+def _quantity(value: Any, metric: str, where: str) -> float:
+    """A constraint's value in ``metric``'s unit: a number, or a number with a unit
+    (``4GiB`` for a memory metric, ``250ms`` for a time)."""
+    if isinstance(value, str):
+        found = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*",
+                             value)
+        if found is None:
+            raise ConfigError(f"study spec: {where}: {value!r} is not a number with an optional "
+                              "unit (e.g. 0.9, 4GiB, 250ms)")
+        return _finite(float(found[1]), where) * schema.unit_factor(
+            metric, found[2], f"study spec: {where}")
+    return _finite(value, where)
 
 
 def _list(raw: Mapping[str, Any], key: str) -> list[Any]:

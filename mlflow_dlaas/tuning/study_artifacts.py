@@ -77,13 +77,15 @@ def log_study_artifacts(study: optuna.Study, spec: StudySpec, parent_id: str) ->
 
 def _tag_best(client: mlflow.MlflowClient, study: optuna.Study, spec: StudySpec,
               parent_id: str, best: list[dict[str, Any]], closest: FrozenTrial | None) -> None:
-    """``best_<metric>`` and ``dlaas.best_trial`` / ``dlaas.best_run_ids`` for the best
+    """``best_<metric>`` (in the metric's section: ``Headline/best_train_time_seconds``)
+    and ``dlaas.best_trial`` / ``dlaas.best_run_ids`` for the best
     feasible trial; with none feasible, ``dlaas.best_trial`` says so and
     ``dlaas.closest_trial`` names the nearest miss. The study's user attribute
     ``best_feasible_trial`` says the same in optuna-dashboard."""
     if best and not spec.multi_objective:
         row = best[0]
-        client.log_metric(parent_id, f"best_{spec.objectives[0].metric}",
+        section, _, name = spec.objectives[0].metric.rpartition("/")
+        client.log_metric(parent_id, f"{section}/best_{name}" if section else f"best_{name}",
                           float(row[spec.objectives[0].metric]))
         set_shared_tags(client, parent_id, {"dlaas.best_trial": str(row["trial"]),
                                             "dlaas.best_run_ids": row["mlflow_run_ids"]})

@@ -35,6 +35,7 @@ from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.run_lifecycle import log_new_params
+from mlflow_dlaas.run_schema import CPU_TIME, ENERGY, PEAK_MEMORY, megabytes
 from mlflow_dlaas.validity import Verdict, judge
 from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
 from mlflow_dlaas.worker.lifeline import stop_process_tree
@@ -240,13 +241,13 @@ class _Supervision:
         phases = self.launch.headline_phases
         peaks = [result.summary[f"{p}/peak_proc_rss_bytes"] for p in phases
                  if f"{p}/peak_proc_rss_bytes" in result.summary]
-        figures = {"measured_peak_rss_bytes": max(peaks)} if peaks else {}
+        figures = {PEAK_MEMORY: megabytes(max(peaks))} if peaks else {}
         cpu = phase_total(result.summary, phases, "proc_cpu_seconds")
         if cpu is not None:
-            figures["measured_cpu_seconds"] = cpu
+            figures[CPU_TIME] = cpu
         energy = phase_energy(result.summary, phases)
         if energy is not None:
-            figures["measured_energy_joules"] = energy
+            figures[ENERGY] = energy
         return figures
 
     def _log_kernel_accounting(self, usage: Any) -> None:

@@ -36,6 +36,7 @@ from mlflow_dlaas.run_description import (
     variant_label,
 )
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.run_schema import SERVER_MAX_QPS, headline_text, inference_headline
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.scratch import scratch_dir
@@ -44,13 +45,8 @@ from mlflow_dlaas.worker.supervisor import run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"
-#: The figures the end of a run prints, where it measured them: (metric, how it reads).
-HEADLINE = (("offline/throughput_samples_per_second", "offline {:,.0f} samples/s"),
-            ("multi_stream/latency_p99_ms", "multi-stream p99 {:.2f} ms"),
-            ("server/max_qps_within_p99_bound", "server {:,.1f} queries/s within the p99 bound"),
-            ("server/latency_p99_ms", "server p99 {:.2f} ms"),
-            ("ensemble/throughput_samples_per_second", "ensemble {:,.0f} samples/s"))
-_SINGLE_P50 = re.compile(r"single_stream/batch_(\d+)/latency_p50_ms")
+#: A server run at one given rate (no search): its p99, printed with the headline figures.
+SERVER_P99 = "server/latency_p99_ms"
 
 
 @dataclass(frozen=True)
@@ -63,16 +59,10 @@ class InferenceResult:
 
     def summary(self) -> str:
         """One line for the console: the headline figures the run measured."""
-        shown = []
-        batches = sorted(int(m.group(1)) for m in map(_SINGLE_P50.fullmatch, self.figures) if m)
-        if batches:
-            at = f"single_stream/batch_{batches[0]}/latency_"
-            p99 = self.figures.get(f"{at}p99_ms")
-            shown.append(f"single-stream p50 {self.figures[f'{at}p50_ms']:.3f} ms"
-                         + (f", p99 {p99:.3f} ms" if p99 is not None else "")
-                         + f" at batch {batches[0]}")
-        shown += [text.format(self.figures[key]) for key, text in HEADLINE
-                  if key in self.figures]
+        figures = {**inference_headline(self.figures), **self.figures}
+        shown = [f"{label} {value}" for label, value in headline_text(figures).items()]
+        if SERVER_P99 in self.figures and SERVER_MAX_QPS not in self.figures:
+            shown.append(f"server p99 {self.figures[SERVER_P99]:.2f} ms")
         return f"run {self.run_id}: {self.runtime}: {', '.join(shown) or 'no headline figure'}"
 
 
@@ -101,6 +91,8 @@ def run_inference(config: InferConfig) -> InferenceResult:
             headline_phases=config.scenarios, monitor_interval_s=config.monitor_interval,
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)
         run_worker(launch, run_id)
+        mlflow.log_metrics(inference_headline(
+            mlflow.MlflowClient().get_run(run_id).data.metrics))
         describe_active_run(f"Inference: {config.model} on {config.runtime}",
                             _key_settings(config))
     return InferenceResult(run_id, config.runtime,

@@ -46,6 +46,7 @@ from mlflow_dlaas.inference.source import (
 from mlflow_dlaas.inference.user_model import in_batches, inputs_for
 from mlflow_dlaas.libraries.readback import report_libraries
 from mlflow_dlaas.parallelism import process_settings_in_force
+from mlflow_dlaas.run_schema import SERVER_MAX_QPS, SERVER_P99_AT_MAX_QPS
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
 from mlflow_dlaas.worker.main import serve
@@ -348,8 +349,8 @@ def _report_search(channel: WorkerChannel, search: scenarios.RateSearch, bound_m
         log.info("server rate search: %s", search.describe_failure(bound_ms))
         return
     best = max((p for p in search.probes if p.valid), key=lambda p: p.target_qps)
-    channel.metrics({"server/max_qps_within_p99_bound": best.target_qps,
-                     "server/latency_p99_at_max_qps_ms": best.latency.p99_ms})
+    channel.metrics({SERVER_MAX_QPS: best.target_qps,
+                     SERVER_P99_AT_MAX_QPS: best.latency.p99_ms})
     channel.tags({"dlaas.server_rate_search": "stopped at its time budget"
                   if search.stopped_early else "converged"})
 

@@ -27,6 +27,7 @@ from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.libraries.readback import report_libraries
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import process_settings_in_force
+from mlflow_dlaas.run_schema import TEST_ACCURACY, TIME_TO_ACCURACY, TRAIN_THROUGHPUT, TRAIN_TIME
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.main import serve
@@ -143,19 +144,19 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         test_accuracy = _accuracy(trainer, dataset)
         test_s = time.perf_counter() - t0
     final = {
-        "final_test_accuracy": test_accuracy,
-        "train_time_seconds": train_s,
+        TEST_ACCURACY: test_accuracy,
+        TRAIN_TIME: train_s,
         "total_train_time_seconds": train_s + warmup_s,
         "warmup_time_seconds": warmup_s,
         "test_time_seconds": test_s,
         "test_samples_per_second": len(dataset.x_test) / test_s if test_s else 0.0,
-        "train_samples_per_second_overall": samples / train_s if train_s else 0.0,
+        TRAIN_THROUGHPUT: samples / train_s if train_s else 0.0,
         "epochs_completed": float(epoch),
         "steps_completed": float(steps),
         "target_reached": float(time_to_accuracy is not None),
     }
     if time_to_accuracy is not None:
-        final["time_to_accuracy_seconds"] = time_to_accuracy
+        final[TIME_TO_ACCURACY] = time_to_accuracy
     channel.metrics(final)
     return TrainingFigures(test_accuracy, train_s, test_s, time_to_accuracy, epoch, steps)
 

@@ -27,7 +27,8 @@ SAME_KEYS = ["load_time_seconds", "equivalence/max_abs_error",
              "single_stream/latency_p99_ms", "single_stream/batch_4/query_count",
              "offline/throughput_samples_per_second", "server/latency_p99_ms",
              "server/achieved_qps", "ensemble/throughput_samples_per_second",
-             "single_stream/peak_proc_rss_bytes",
+             "single_stream/peak_proc_rss_megabytes", "Headline/single_stream_p50_ms",
+             "Headline/offline_samples_per_second", "Headline/peak_memory_megabytes",
              "offline/proc_cpu_seconds"]
 
 

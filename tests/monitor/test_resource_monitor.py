@@ -52,7 +52,7 @@ def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     assert metrics["train/duration_seconds"] == pytest.approx(0.6, abs=0.15)
     assert metrics["train/proc_cpu_seconds"] > 0.3
     assert metrics["idle/proc_cpu_seconds"] < 0.1
-    assert metrics["run/peak_proc_rss_bytes"] > 10 * 2**20
+    assert metrics["run/peak_proc_rss_megabytes"] > 10 * 2**20 / 1e6
     history = client.get_metric_history(run.info.run_id, "system/process_tree_rss_megabytes")
     assert len(history) >= 10  # 0.05 s sampling over ~0.8 s, plus phase boundaries
     steps = [m.step for m in history]

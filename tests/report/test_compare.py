@@ -27,7 +27,7 @@ def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
     assert "<td>pytorch</td><td>2</td>" in training  # two replicates, one row
     assert "<td>tensorflow</td><td>1</td>" in training
     assert re.search(r"\d \[[\d.,]+–[\d.,]+\]", training), "median [IQR] for replicates"
-    for heading in ("train time (s)", "accuracy", "time to accuracy (s)", "peak memory (MiB)",
+    for heading in ("train time (s)", "accuracy", "time to accuracy (s)", "peak memory (MB)",
                     "CPU % (train)", "energy (J)"):
         assert f"<th>{heading}</th>" in training
     inference = html.split("<h2>Inference (per batch size)</h2>")[1].split("</table>")[0]
@@ -41,7 +41,7 @@ def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
     assert (report_dir / "plots" / "latency_cdf.png").stat().st_size > 1000
     assert re.search(r"<td title='mean [\d.,]+ ± sd [\d.,]+, n = 2'>", training)
     stats = (report_dir / "training_stats.csv").read_text().splitlines()
-    assert "metrics.train_time_seconds|sd" in stats[0] and len(stats) == 1 + 2
+    assert "metrics.Headline/train_time_seconds|sd" in stats[0] and len(stats) == 1 + 2
     markdown = (report_dir / "report.md").read_text()
     assert "| pytorch | 2 |" in markdown and "![Latency CDFs](plots/latency_cdf.png)" in markdown
 
@@ -54,7 +54,7 @@ def test_the_report_run_holds_the_report_and_is_not_compared(
     assert reports and all(r.info.status == "FINISHED" for r in reports)
     logged = {a.path for a in client.list_artifacts(reports[0].info.run_id, "report")}
     assert {"report/report.html", "report/report.md", "report/runs.csv"} <= logged
-    assert ": highest accuracy (final_test_accuracy), " in \
+    assert ": highest accuracy (Headline/test_accuracy), " in \
         reports[0].data.tags["dlaas.recommendation.0"]
     again = _cli(cli_path, measured, "compare", "--experiment", measured.experiment,
                  "--output", str(tmp_path), "--no-run")
@@ -71,7 +71,7 @@ def _median(values: list[float]) -> float:
 def test_recommend_picks_the_best_median_and_links_its_runs(measured: Measured,
                                                            cli_path: str) -> None:
     client = mlflow.MlflowClient(measured.uri)
-    accuracy = {fw: _median([client.get_run(r).data.metrics["final_test_accuracy"]
+    accuracy = {fw: _median([client.get_run(r).data.metrics["Headline/test_accuracy"]
                              for r in ids]) for fw, ids in measured.train.items()}
     best = max(accuracy, key=accuracy.get)
     done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
@@ -166,7 +166,7 @@ def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
     experiment_id = client.create_experiment(f"sparse-{tmp_path.name}")
     run = client.create_run(experiment_id, tags={"dlaas.entry": "train",
                                                  "dlaas.framework": "pytorch"})
-    client.log_metric(run.info.run_id, "final_test_accuracy", 0.5)
+    client.log_metric(run.info.run_id, "final_test_accuracy", 0.5)  # an older version's name
     client.set_terminated(run.info.run_id, "FINISHED")
     (tmp_path / "secret.env").write_text("TOKEN=do-not-upload")
     done = _cli(cli_path, measured, "compare", "--experiment", f"sparse-{tmp_path.name}",
@@ -175,7 +175,7 @@ def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
     markdown = (tmp_path / "report.md").read_text()
     assert "highest accuracy" in markdown and "time_to_accuracy" not in markdown.split(
         "## Training")[0]  # no default question without its metric
-    assert "`time_to_accuracy_seconds` is missing in 1 of 1 runs" in markdown
+    assert "`Headline/time_to_accuracy_seconds` is missing in 1 of 1 runs" in markdown
     (report,) = client.search_runs([experiment_id], "tags.`dlaas.entry` = 'report'")
     logged = {a.path for a in client.list_artifacts(report.info.run_id, "report")}
     assert "report/secret.env" not in logged and "report/report.html" in logged

@@ -19,8 +19,8 @@ def _runs(times: dict[str, list[float]], memory: dict[str, float] | None = None,
                          "experiment_id": "1", "entry": "train", "system": system,
                          "host": "aaaaaaaaaaaa", "params.seed": str(seed),
                          "validity": (validity or {}).get(system, ["valid"] * 9)[seed],
-                         "metrics.train_time_seconds": value,
-                         "metrics.peak_memory_bytes": (memory or {}).get(system, 1e9)})
+                         "metrics.Headline/train_time_seconds": value,
+                         "metrics.peak_memory_megabytes": (memory or {}).get(system, 1e3)})
     return pd.DataFrame(rows)
 
 
@@ -70,7 +70,7 @@ def test_disturbed_and_unverified_runs_do_not_count_unless_included() -> None:
 
 def test_constraints_apply_to_medians_and_say_what_they_excluded() -> None:
     runs = _runs({"pytorch": [1.0, 1.1], "tensorflow": [2.0, 2.1]},
-                 {"pytorch": 3 * 2**30, "tensorflow": 1 * 2**30})
+                 {"pytorch": 3 * 2**30 / 1e6, "tensorflow": 1 * 2**30 / 1e6})
     answer = recommend(runs, parse_goal("train_time"), (parse_bound("peak_memory<=2GiB"),))
     assert answer.best["system"] == "tensorflow"
     assert not answer.separation.separated
@@ -103,7 +103,7 @@ def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None
     rows["params.batch_size"] = ["64"] * 4 + ["32"] * 4
     answer = recommend(rows, parse_goal("train_time"))
     assert answer.sentence().startswith(
-        "pytorch with batch_size=64: lowest train_time (train_time_seconds), 1.15 (median")
+        "pytorch with batch_size=64: lowest train_time (Headline/train_time_seconds), 1.15 (median")
     assert "ahead of the next best (tensorflow with batch_size=32) beyond" in answer.sentence()
     assert answer.runner_up_names() == [("tensorflow with batch_size=32",
                                          answer.runners_up[0][1])]

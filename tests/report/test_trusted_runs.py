@@ -16,15 +16,15 @@ from mlflow.entities import Metric, Param
 
 from mlflow_dlaas.cli import cli
 from mlflow_dlaas.run_lifecycle import REASON_TAG
+from mlflow_dlaas.run_schema import PEAK_MEMORY, TRAIN_TIME
 
 HOST_A, HOST_B = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
-MIB = 2**20
 BUSY = "other processes used {:.2f} of 2 cores during train (limit 0.25)"
 
 
 def _log(experiment: str, system: str, times: list[float], *, host: str = HOST_A,
-         validity: list[str | None] | None = None, measured_mib: float | None = None,
-         tree_mib: float = 400.0) -> list[str]:
+         validity: list[str | None] | None = None, measured_mb: float | None = None,
+         tree_mb: float = 400.0) -> list[str]:
     """One finished training run per value of ``times`` (seeds 0, 1, ...)."""
     client = mlflow.MlflowClient()
     experiment_id = client.get_experiment_by_name(experiment).experiment_id
@@ -37,9 +37,9 @@ def _log(experiment: str, system: str, times: list[float], *, host: str = HOST_A
         if verdict:
             reason = BUSY.format(0.5 + seed) if verdict == "disturbed" else "quiet"
             tags.update({"dlaas.validity": verdict, "dlaas.validity_reason": reason})
-        metrics = {"train_time_seconds": value, "run/peak_proc_rss_bytes": tree_mib * MIB}
-        if measured_mib is not None:
-            metrics["measured_peak_rss_bytes"] = measured_mib * MIB
+        metrics = {TRAIN_TIME: value, "run/peak_proc_rss_megabytes": tree_mb}
+        if measured_mb is not None:
+            metrics[PEAK_MEMORY] = measured_mb
         run = client.create_run(experiment_id, run_name=f"{system}-{seed}", tags=tags)
         client.log_batch(run.info.run_id,
                          metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
@@ -133,14 +133,14 @@ def test_runs_of_two_hosts_are_never_pooled(tracking: str, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("objective", ["peak_memory", "peak_rss"])
 def test_memory_is_the_frameworks_own_peak(tracking: str, tmp_path: Path, objective: str) -> None:
-    _log(tracking, "pytorch", [1.0, 1.1, 1.2, 1.3], measured_mib=100, tree_mib=400)
-    _log(tracking, "tensorflow", [2.0, 2.1, 2.2, 2.3], tree_mib=300)  # an older run: tree only
+    _log(tracking, "pytorch", [1.0, 1.1, 1.2, 1.3], measured_mb=100, tree_mb=400)
+    _log(tracking, "tensorflow", [2.0, 2.1, 2.2, 2.3], tree_mb=300)  # an older run: tree only
     done = _invoke("recommend", "--experiment", tracking, "--objective", objective, "--json")
     assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout)["best"]["system"] == "pytorch"  # 100 MiB, not its tree's 400
+    assert json.loads(done.stdout)["best"]["system"] == "pytorch"  # 100 MB, not its tree's 400
     report = _compare(tracking, tmp_path)
     heading = next(line for line in report.splitlines() if line.startswith("| system |"))
-    column = heading.split(" | ").index("peak memory (MiB)")
+    column = heading.split(" | ").index("peak memory (MB)")
     rows = {line.split(" | ")[0]: line.split(" | ")[column].split()[0]  # median [IQR]
             for line in report.splitlines()
             if line.startswith(("| pytorch |", "| tensorflow |"))}

@@ -28,13 +28,13 @@ from mlflow_dlaas.reproduce.verdicts import (
 _ids = itertools.count()
 
 
-def train_run(system: str, *, time: float, accuracy: float = 0.9, memory: float = 1e8,
+def train_run(system: str, *, time: float, accuracy: float = 0.9, memory: float = 100.0,
               seed: int = 0, **params: object) -> dict[str, object]:
     return {"run_id": f"r{next(_ids)}", "status": "FINISHED", "entry": "train",
             "system": system, "host": "h", "params.seed": str(seed),
             **{f"params.{k}": str(v) for k, v in params.items()},
-            "metrics.train_time_seconds": time, "metrics.final_test_accuracy": accuracy,
-            "metrics.measured_peak_rss_bytes": memory,
+            "metrics.Headline/train_time_seconds": time, "metrics.Headline/test_accuracy": accuracy,
+            "metrics.Headline/peak_memory_megabytes": memory,
             "metrics.train/mean_proc_cpu_percent": 100.0}
 
 
@@ -166,7 +166,7 @@ def copies_run(size: int, throughput: float, memory: float) -> dict[str, object]
             "system": "onnxruntime", "host": "h", "params.ensemble_size": str(size),
             "params.ensemble_mode": "processes",
             "metrics.ensemble/throughput_samples_per_second": throughput,
-            "metrics.ensemble/peak_proc_rss_bytes": memory}
+            "metrics.ensemble/peak_proc_rss_megabytes": memory}
 
 
 @pytest.mark.parametrize(("two_copies", "expected"), [(1.8, HOLDS), (0.6, DOES_NOT_HOLD),
@@ -240,7 +240,7 @@ def test_plans_say_their_time_before_they_start(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
-    """Peak memory 95.81 vs 95.71 MiB separates with enough runs; it is no finding."""
+    """Peak memory 95.81 vs 95.71 MB separates with enough runs; it is no finding."""
     from mlflow_dlaas.reproduce.verdicts import MEMORY, NO_MEANINGFUL_DIFFERENCE, compare, in_words
 
     a = pd.DataFrame({"run_id": ["a1", "a2", "a3", "a4"], MEMORY: [95.81, 95.82, 95.83, 95.84]})
@@ -252,6 +252,6 @@ def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
     from mlflow_dlaas.reproduce.verdicts import _part_any
 
     assert _part_any("memory differs", [tiny]).outcome == NO_MEANINGFUL_DIFFERENCE
-    assert in_words(1.2, "metrics.train_time_seconds") == "1.20x slower"
-    assert in_words(0.8, "metrics.train_time_seconds") == "1.25x faster"
+    assert in_words(1.2, "metrics.Headline/train_time_seconds") == "1.20x slower"
+    assert in_words(0.8, "metrics.Headline/train_time_seconds") == "1.25x faster"
     assert in_words(1.001, MEMORY) == "1.00x, equal"

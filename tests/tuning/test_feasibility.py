@@ -71,7 +71,7 @@ def test_with_no_feasible_trial_none_is_best_and_the_closest_is_named() -> None:
     closest = feasibility.closest_infeasible(study)
     assert closest.number == 1
     assert feasibility.describe_violations(spec.constraints, closest) == \
-        "final_test_accuracy >= 0.9 missed by 0.1"
+        "Headline/test_accuracy >= 0.9 missed by 0.1"
 
 
 def test_a_resumed_study_reads_the_values_its_trials_were_given_before() -> None:

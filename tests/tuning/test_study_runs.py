@@ -29,7 +29,7 @@ def test_trials_are_child_runs_and_the_study_resumes(
                       search_space={"batch_size": [16, 32]})
     out = study_cli(cli_path, spec)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert re.search(r"^\[2/2\] trial 1 COMPLETE \[batch_size=(16|32)\]: final_test_accuracy "
+    assert re.search(r"^\[2/2\] trial 1 COMPLETE \[batch_size=(16|32)\]: Headline/test_accuracy "
                      r"0\.\d+, best ",
                      out.stderr, re.MULTILINE), out.stderr[-3000:]
     (parent,), children = study_runs(name)
@@ -148,7 +148,7 @@ def test_a_hopeless_trial_is_pruned_before_its_next_epoch(
     # stopped before its second epoch: one epoch's metrics, no final figures
     history = mlflow.MlflowClient().get_metric_history(pruned.info.run_id, "test_accuracy")
     assert [m.step for m in history] == [1]
-    assert "final_test_accuracy" not in pruned.data.metrics
+    assert "Headline/test_accuracy" not in pruned.data.metrics
     # where the trial lives travelled in the environment, not in params or tags
     for child in children:
         assert not any("optuna.db" in v for v in [*child.data.params.values(),

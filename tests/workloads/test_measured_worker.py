@@ -261,8 +261,8 @@ def test_a_quiet_run_is_valid_and_reports_the_train_phase_peak(tracking: str) ->
         assert verdict == "disturbed" and "other processes" in reason, (
             f"{verdict}: {reason} (the test measured {co_load.cores:.2f} cores)")
     metrics = run.data.metrics
-    assert metrics["measured_peak_rss_bytes"] == metrics["train/peak_proc_rss_bytes"]
-    assert metrics["measured_peak_rss_bytes"] <= metrics["run/peak_proc_rss_bytes"]
+    assert metrics["Headline/peak_memory_megabytes"] == metrics["train/peak_proc_rss_megabytes"]
+    assert metrics["Headline/peak_memory_megabytes"] <= metrics["run/peak_proc_rss_megabytes"]
     # the worker started before the entry's monitor (their imports overlap), held until the
     # monitor watched it, and only then measured; its load phase keeps its own clock's span
     phases = json.loads(artifact_text(run.info.run_id, "monitor/summary.json"))["phases"]

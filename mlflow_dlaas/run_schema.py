@@ -1,0 +1,154 @@
+"""The headline metrics a run carries: their keys, units and older names, in one place.
+
+The figures a person compares sit in one ``Headline/`` section. MLflow 3.17's run page charts
+metric sections in code-point order and un-prefixed metrics last, so an upper-case section
+comes before every phase section (``eval/``, ``offline/``, ``system/`` ...). Memory is in
+megabytes of 10**6 bytes, as in MLflow's own system metrics. Runs made before these names
+keep their old keys; :func:`current_name` reads them under the new ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from mlflow_dlaas.errors import ConfigError
+
+SECTION = "Headline"
+BYTES_PER_MEGABYTE = 1e6
+
+# Training (the train worker's final figures)
+TEST_ACCURACY = f"{SECTION}/test_accuracy"
+TRAIN_TIME = f"{SECTION}/train_time_seconds"
+TIME_TO_ACCURACY = f"{SECTION}/time_to_accuracy_seconds"
+TRAIN_THROUGHPUT = f"{SECTION}/train_samples_per_second"
+# Every measured run: its measured phases (train, or the inference scenarios)
+PEAK_MEMORY = f"{SECTION}/peak_memory_megabytes"
+CPU_TIME = f"{SECTION}/cpu_seconds"
+ENERGY = f"{SECTION}/energy_joules"
+# Inference: one point of each scenario's results (the full results stay in its section)
+SINGLE_STREAM_P50 = f"{SECTION}/single_stream_p50_ms"
+SINGLE_STREAM_P99 = f"{SECTION}/single_stream_p99_ms"
+OFFLINE_THROUGHPUT = f"{SECTION}/offline_samples_per_second"
+MULTI_STREAM_P99 = f"{SECTION}/multi_stream_p99_ms"
+SERVER_MAX_QPS = f"{SECTION}/server_max_qps_within_p99_bound"
+SERVER_P99_AT_MAX_QPS = f"{SECTION}/server_p99_at_max_qps_ms"
+ENSEMBLE_THROUGHPUT = f"{SECTION}/ensemble_samples_per_second"
+
+#: Every headline key in the order a person reads it, with its label and format.
+LABELS: Mapping[str, tuple[str, str]] = {
+    TEST_ACCURACY: ("test accuracy", "{:.4f}"),
+    TRAIN_TIME: ("training time", "{:.2f} s"),
+    TIME_TO_ACCURACY: ("time to target accuracy", "{:.2f} s"),
+    TRAIN_THROUGHPUT: ("training throughput", "{:,.0f} samples/s"),
+    SINGLE_STREAM_P50: ("single-stream p50 (smallest batch)", "{:.3f} ms"),
+    SINGLE_STREAM_P99: ("single-stream p99 (smallest batch)", "{:.3f} ms"),
+    OFFLINE_THROUGHPUT: ("offline throughput (best batch)", "{:,.0f} samples/s"),
+    MULTI_STREAM_P99: ("multi-stream p99", "{:.2f} ms"),
+    SERVER_MAX_QPS: ("server queries/s within the p99 bound", "{:,.1f}"),
+    SERVER_P99_AT_MAX_QPS: ("server p99 at that rate", "{:.2f} ms"),
+    ENSEMBLE_THROUGHPUT: ("ensemble throughput", "{:,.0f} samples/s"),
+    PEAK_MEMORY: ("peak memory (measured phases)", "{:,.1f} MB"),
+    CPU_TIME: ("CPU time (measured phases)", "{:.2f} s"),
+    ENERGY: ("energy (measured phases)", "{:.1f} J"),
+}
+
+#: A phase's peak memory, as logged per phase (``train/peak_proc_rss_megabytes``).
+PHASE_PEAK_MEMORY = "peak_proc_rss_megabytes"
+
+#: Keys of runs made before the headline section: old key -> (new key, factor to its unit).
+RENAMED: Mapping[str, tuple[str, float]] = {
+    "final_test_accuracy": (TEST_ACCURACY, 1.0),
+    "train_time_seconds": (TRAIN_TIME, 1.0),
+    "time_to_accuracy_seconds": (TIME_TO_ACCURACY, 1.0),
+    "train_samples_per_second_overall": (TRAIN_THROUGHPUT, 1.0),
+    "measured_peak_rss_bytes": (PEAK_MEMORY, 1 / BYTES_PER_MEGABYTE),
+    "measured_cpu_seconds": (CPU_TIME, 1.0),
+    "measured_energy_joules": (ENERGY, 1.0),
+    "server/max_qps_within_p99_bound": (SERVER_MAX_QPS, 1.0),
+    "server/latency_p99_at_max_qps_ms": (SERVER_P99_AT_MAX_QPS, 1.0),
+}
+_OLD_PHASE_PEAK = "peak_proc_rss_bytes"
+
+
+def megabytes(n_bytes: float) -> float:
+    return n_bytes / BYTES_PER_MEGABYTE
+
+
+def current_name(key: str) -> tuple[str, float]:
+    """``key`` as this version logs it, and the factor that turns its values into that
+    metric's unit (``run/peak_proc_rss_bytes`` -> ``run/peak_proc_rss_megabytes``, 1e-6)."""
+    if key in RENAMED:
+        return RENAMED[key]
+    phase, _, statistic = key.rpartition("/")
+    if statistic == _OLD_PHASE_PEAK and phase:
+        return f"{phase}/{PHASE_PEAK_MEMORY}", 1 / BYTES_PER_MEGABYTE
+    return key, 1.0
+
+
+def current_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """A run's metrics under this version's names; where a run has both, the new key wins."""
+    renamed = {}
+    for key, value in metrics.items():
+        name, factor = current_name(key)
+        if name != key:
+            renamed[name] = value * factor
+    return {**renamed, **{k: v for k, v in metrics.items() if current_name(k)[0] == k}}
+
+
+_PER_BATCH = re.compile(r"(?P<scenario>single_stream|offline)/batch_(?P<batch>\d+)/"
+                        r"(?P<name>latency_p50_ms|latency_p99_ms|throughput_samples_per_second)")
+
+
+def inference_headline(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The inference scenarios' headline points from their logged results: single-stream
+    p50 and p99 at the smallest batch, the best offline throughput over batch sizes,
+    multi-stream p99 and the ensemble's throughput (server's are logged as headline)."""
+    per_batch: dict[tuple[str, str], dict[int, float]] = {}
+    for key, value in metrics.items():
+        found = _PER_BATCH.fullmatch(key)
+        if found:
+            per_batch.setdefault((found["scenario"], found["name"]), {})[
+                int(found["batch"])] = value
+    points = {}
+    for name, key in (("latency_p50_ms", SINGLE_STREAM_P50), ("latency_p99_ms", SINGLE_STREAM_P99)):
+        if ("single_stream", name) in per_batch:
+            by_batch = per_batch["single_stream", name]
+            points[key] = by_batch[min(by_batch)]
+    if ("offline", "throughput_samples_per_second") in per_batch:
+        points[OFFLINE_THROUGHPUT] = max(per_batch["offline", "throughput_samples_per_second"]
+                                         .values())
+    for key, source in ((MULTI_STREAM_P99, "multi_stream/latency_p99_ms"),
+                        (ENSEMBLE_THROUGHPUT, "ensemble/throughput_samples_per_second")):
+        if source in metrics:
+            points[key] = metrics[source]
+    return points
+
+
+def headline_text(metrics: Mapping[str, float]) -> dict[str, str]:
+    """The run's headline figures, labelled and formatted, in reading order."""
+    return {label: form.format(metrics[key]) for key, (label, form) in LABELS.items()
+            if key in metrics}
+
+
+_BYTES = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def unit_factor(metric: str, unit: str, where: str) -> float:
+    """What multiplies a value written with ``unit`` (``GiB``, ``ms``, ``%`` or none) into
+    ``metric``'s own unit, named by its key (``_megabytes``, ``_ms``, ``_seconds``)."""
+    unit = unit.lower()
+    if metric.endswith("_megabytes") and unit in ("", *_BYTES):
+        return _BYTES[unit] / BYTES_PER_MEGABYTE if unit else 1.0
+    if metric.endswith("_bytes") and unit in ("", *_BYTES):
+        return _BYTES[unit] if unit else 1.0
+    if metric.endswith("_ms") and unit in ("", "ms", "s"):
+        return 1000.0 if unit == "s" else 1.0
+    if metric.endswith("_seconds") and unit in ("", "s", "ms"):
+        return 0.001 if unit == "ms" else 1.0
+    if unit == "%" and "accuracy" in metric:  # accuracy>=98% means a fraction of 0.98
+        return 0.01
+    if unit in ("", "%"):
+        return 1.0
+    raise ConfigError(f"{where}: unit {unit!r} does not fit metric {metric!r} (memory takes "
+                      "B/KB/MB/GB/KiB/MiB/GiB, times take ms or s, accuracy takes %)")
