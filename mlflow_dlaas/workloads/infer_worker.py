@@ -56,6 +56,10 @@ OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
 CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
 LOADGEN_ARTIFACT_DIR = "loadgen"
 LOADGEN_DIR_ENV = "DLAAS_LOADGEN_DIR"
+#: A server rate chosen automatically is halved, at most this many times, while the runtime
+#: falls behind it (serves less than KEPT_UP of the offered rate, its queue growing).
+AUTO_RATE_BACKOFFS = 3
+KEPT_UP = 0.85
 INSTANCES_ARTIFACT_DIR, INSTANCES_FILE = "instances", "instances.json"
 #: what a scenario runner measured: (scenario, batch size, result) per measurement
 Measured = list[tuple[str, int, LatencyResult]]
@@ -300,7 +304,9 @@ def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: An
 def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
             config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     """One-sample queries at the target rate (default: half of what batch-1 single-stream
-    sustains), batched dynamically when ``server_max_batch`` > 1; with a p99 bound, also the
+    sustains, halved again while the runtime falls behind it: a server scenario's own
+    overheads can make that too fast), batched dynamically when ``server_max_batch`` > 1;
+    with a p99 bound, also the
     highest rate LoadGen judged VALID under it, each probe printed. Every rate measured (the
     target and each probe of the search) is a point of ``server_load/...`` with
     step = offered queries/s, so MLflow plots latency against offered load."""
@@ -314,17 +320,26 @@ def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
         target = 0.5 * 1000.0 / probe.mean_ms
     result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
                               **batching)
+    tried = [result]
+    for _ in range(AUTO_RATE_BACKOFFS if config.server_target_qps <= 0 else 0):
+        if result.achieved_qps >= KEPT_UP * target:
+            break
+        log.info("server: %.0f queries/s offered, %.0f served (it fell behind); trying %.0f",
+                 target, result.achieved_qps, target / 2)
+        target /= 2
+        result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
+                                  **batching)
+        tried.append(result)
     channel.metrics({**result.latency.metrics("server"), "server/target_qps": target,
                      "server/achieved_qps": result.achieved_qps,
                      "server/mean_batch_size": result.mean_batch_size})
-    tried = [result]
     if config.server_p99_bound_ms > 0:
         del batching["p99_bound_ms"]
         search = scenarios.max_rate_within_bound(
             predict, data, config.server_p99_bound_ms, target, rule,
             loadgen_dir("server_rate_search", 1), report=_say_probe, first=result,
             **batching)
-        tried = list(search.probes)
+        tried = [p for p in tried if p not in search.probes] + list(search.probes)
         _report_search(channel, search, config.server_p99_bound_ms)
     for point in sorted(tried, key=lambda r: r.target_qps):
         channel.metrics({"server_load/latency_p99_ms": point.latency.p99_ms,

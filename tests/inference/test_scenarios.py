@@ -229,3 +229,39 @@ def test_dynamic_batching_serves_queued_queries_together(tmp_path: Path) -> None
                                max_wait_s=0.005)
     assert batched.mean_batch_size > 2 and max(calls) <= 8
     assert batched.latency.p99_ms < single.latency.p99_ms / 3  # no queue that grows
+
+
+def test_an_automatic_server_rate_backs_off_while_the_runtime_falls_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast in the single-stream probe that picks the rate, slow when served: the rate is
+    halved until the runtime keeps up, and every rate tried is a point of the load curve."""
+    from mlflow_dlaas.inference.config import InferConfig
+    from mlflow_dlaas.workloads import infer_worker
+
+    started: list[float] = []
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        if not started:
+            started.append(time.monotonic())
+        fast = time.monotonic() - started[0] < 0.4  # the probe: 0.2 s at least
+        time.sleep(0.0002 if fast else 0.004)  # then about 250 queries/s
+        return np.zeros((len(x), 10), dtype=np.float32)
+
+    class Channel:
+        def __init__(self) -> None:
+            self.logged: list[tuple[dict, int | None]] = []
+
+        def metrics(self, values: dict, step: int | None = None) -> None:
+            self.logged.append((values, step))
+
+    monkeypatch.setenv(infer_worker.LOADGEN_DIR_ENV, str(tmp_path))
+    channel = Channel()
+    config = InferConfig(runtime="onnxruntime", server_max_batch=1)
+    x = np.zeros((1, 1, 4, 4), dtype=np.float32)
+    infer_worker._server(channel, predict, x, config, scenarios.StoppingRule(60, 0.0, 0))
+    final = next(v for v, _ in channel.logged if "server/target_qps" in v)
+    curve = [step for v, step in channel.logged if "server_load/latency_p99_ms" in v]
+    assert final["server/achieved_qps"] >= infer_worker.KEPT_UP * final["server/target_qps"] \
+        or len(curve) == 1 + infer_worker.AUTO_RATE_BACKOFFS
+    assert len(curve) >= 2 and curve == sorted(curve)  # the fast rate was tried, then less
+    assert final["server/target_qps"] == pytest.approx(min(curve), abs=1)

@@ -19,6 +19,8 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 #: the names MLflow makes up for unnamed runs
 GENERATED_NAME = re.compile(r"^[a-z]+-[a-z]+-\d{1,4}$", re.MULTILINE)
 WAIT_MS = 60_000
+#: a chart section of the run page's Model metrics tab: its name and chart count
+SECTION = re.compile(r"^(\S+)\n\((\d+)\)\nAdd chart$", re.MULTILINE)
 
 
 def test_runs_have_names_and_system_metric_charts(measured: Measured, tmp_path: Path) -> None:
@@ -56,5 +58,12 @@ def test_runs_have_names_and_system_metric_charts(measured: Measured, tmp_path: 
             page.goto(f"{url}/#/experiments/{experiment_id}/runs/{training_run}")
             page.get_by_text("Training pytorch mlp on digits").first.wait_for(timeout=WAIT_MS)
             assert "test accuracy" in page.inner_text("body")
+
+            page.goto(f"{url}/#/experiments/{experiment_id}/runs/{training_run}/model-metrics")
+            page.get_by_text("peak_memory_megabytes").first.wait_for(timeout=WAIT_MS)
+            page.screenshot(path=str(tmp_path / "model-metrics.png"))
+            sections = SECTION.findall(page.inner_text("body"))
+            assert sections[0][0] == "Headline" and int(sections[0][1]) >= 5, sections
+            assert "train" in dict(sections) and "system" not in dict(sections)
         finally:
             browser.close()
