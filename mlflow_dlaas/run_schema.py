@@ -16,6 +16,7 @@ from mlflow_dlaas.errors import ConfigError
 
 SECTION = "Headline"
 BYTES_PER_MEGABYTE = 1e6
+_PER_BYTE = 1 / BYTES_PER_MEGABYTE  # one factor everywhere: the same bytes, the same MB
 
 # Training (the train worker's final figures)
 TEST_ACCURACY = f"{SECTION}/test_accuracy"
@@ -62,7 +63,7 @@ RENAMED: Mapping[str, tuple[str, float]] = {
     "train_time_seconds": (TRAIN_TIME, 1.0),
     "time_to_accuracy_seconds": (TIME_TO_ACCURACY, 1.0),
     "train_samples_per_second_overall": (TRAIN_THROUGHPUT, 1.0),
-    "measured_peak_rss_bytes": (PEAK_MEMORY, 1 / BYTES_PER_MEGABYTE),
+    "measured_peak_rss_bytes": (PEAK_MEMORY, _PER_BYTE),
     "measured_cpu_seconds": (CPU_TIME, 1.0),
     "measured_energy_joules": (ENERGY, 1.0),
     "server/max_qps_within_p99_bound": (SERVER_MAX_QPS, 1.0),
@@ -72,7 +73,7 @@ _OLD_PHASE_PEAK = "peak_proc_rss_bytes"
 
 
 def megabytes(n_bytes: float) -> float:
-    return n_bytes / BYTES_PER_MEGABYTE
+    return n_bytes * _PER_BYTE
 
 
 def current_name(key: str) -> tuple[str, float]:
@@ -82,7 +83,7 @@ def current_name(key: str) -> tuple[str, float]:
         return RENAMED[key]
     phase, _, statistic = key.rpartition("/")
     if statistic == _OLD_PHASE_PEAK and phase:
-        return f"{phase}/{PHASE_PEAK_MEMORY}", 1 / BYTES_PER_MEGABYTE
+        return f"{phase}/{PHASE_PEAK_MEMORY}", _PER_BYTE
     return key, 1.0
 
 
