@@ -62,9 +62,7 @@ def _train(started: tuple[TrainConfig, WorkerLaunch, StartedWorker]) -> Any:
 
 
 def _done(result: Any) -> str:
-    figures = result.figures
-    return (f"run {result.run_id}: test accuracy {figures.final_test_accuracy:.4f}, "
-            f"train {figures.train_time_s:.2f} s, test {figures.test_time_s:.3f} s")
+    return result.summary()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

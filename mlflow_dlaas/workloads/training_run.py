@@ -16,18 +16,23 @@ from mlflow_dlaas.run_description import (
     variant_label,
 )
 from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.run_schema import headline_text
 from mlflow_dlaas.tracking import configure_tracking
 from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.worker.supervisor import run_worker
-from mlflow_dlaas.workloads.train_worker import TrainingFigures
 
 
 @dataclass(frozen=True)
 class TrainingResult:
-    """The run and the paper's columns the measured worker reported."""
+    """The run and the figures it logged (metric -> value)."""
 
     run_id: str
-    figures: TrainingFigures
+    figures: dict[str, float]
+
+    def summary(self) -> str:
+        """One line for the console: the headline figures the run measured."""
+        shown = [f"{label} {value}" for label, value in headline_text(self.figures).items()]
+        return f"run {self.run_id}: {', '.join(shown) or 'no headline figure'}"
 
 
 def run_training(config: TrainConfig, launch: WorkerLaunch,
@@ -43,10 +48,10 @@ def run_training(config: TrainConfig, launch: WorkerLaunch,
                           channels_last=config.channels_last, hybridize=config.hybridize)))
         log_new_params(run_id, config.as_params())
         _tag_intent(config)
-        outcome = run_worker(launch, run_id, worker)
+        run_worker(launch, run_id, worker)
         describe_active_run(f"Training {config.framework} {config.model} on {config.dataset}",
                             _key_settings(config))
-    return TrainingResult(run_id, TrainingFigures(**outcome.result))
+    return TrainingResult(run_id, dict(mlflow.MlflowClient().get_run(run_id).data.metrics))
 
 
 def _key_settings(config: TrainConfig) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""The line an inference run ends with: its headline figures, not a bare "done"."""
+"""The line a run ends with: its headline figures, not a bare "done"."""
 
 from __future__ import annotations
 
@@ -22,3 +22,15 @@ def test_an_inference_run_ends_with_the_figures_it_measured() -> None:
     assert fixed_rate.summary() == "run abc: onnxruntime: server p99 4.50 ms"
     assert InferenceResult("abc", "onnxruntime", {}).summary() == \
         "run abc: onnxruntime: no headline figure"
+
+
+def test_a_training_run_ends_with_its_headline_figures() -> None:
+    from mlflow_dlaas.workloads.training_run import TrainingResult
+
+    result = TrainingResult("abc", {
+        "Headline/test_accuracy": 0.9712, "Headline/train_time_seconds": 4.321,
+        "Headline/train_samples_per_second": 3456.7, "Headline/peak_memory_megabytes": 415.94,
+        "Headline/cpu_seconds": 8.5, "test_time_seconds": 0.1, "train_loss": 0.2})
+    assert result.summary() == (
+        "run abc: test accuracy 0.9712, training time 4.32 s, training throughput 3,457 "
+        "samples/s, peak memory (measured phases) 415.9 MB, CPU time (measured phases) 8.50 s")
