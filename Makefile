@@ -38,8 +38,10 @@ libraries:
 demo: $(STAMP) libraries
 	$(BIN)/mlflow-dlaas demo
 
+# ruff, and the package's layers (import-linter's contracts in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
+	$(BIN)/lint-imports --no-cache
 
 # Two pytest workers (pytest-xdist): most tests wait on process start-up, stores and servers,
 # which leaves a core idle; the tests that share one costly run (the demo, the documented

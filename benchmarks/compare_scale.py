@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlflow_dlaas import run_schema as schema
+from mlflow_dlaas.runs import schema
 
 
 def log_runs(n: int) -> str:

@@ -19,7 +19,7 @@ from functools import partial
 
 from pairs import Figures, _run_ours, alternate, median, mxnet_python
 
-from mlflow_dlaas.run_schema import TRAIN_THROUGHPUT
+from mlflow_dlaas.runs.schema import TRAIN_THROUGHPUT
 
 PARAMS = ["--epochs", "1", "--batch_size", "64", "--learning_rate", "0.01", "--momentum", "0.9",
           "--warmup_steps", "5", "--log_model", "false"]

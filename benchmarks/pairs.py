@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlflow_dlaas import run_schema as schema
+from mlflow_dlaas.runs import schema
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import mlflow
 
-from mlflow_dlaas.run_schema import TRAIN_TIME
+from mlflow_dlaas.runs.schema import TRAIN_TIME
 
 BARE_FRAMEWORK_START = """
 import torch
@@ -90,8 +90,8 @@ def trial_edges(client: mlflow.MlflowClient, trial: object, run_id: str, tmp: Pa
 def measure(env_manager: str, trials: int, workdir: Path) -> None:
     import optuna
 
+    from mlflow_dlaas.optuna_access.storage import make_storage
     from mlflow_dlaas.tuning.spec import parse_spec
-    from mlflow_dlaas.tuning.storage import make_storage
     from mlflow_dlaas.tuning.study import run_study
 
     name = f"overhead-{env_manager}"

@@ -15,7 +15,7 @@ import click
 from mlflow_dlaas import __version__
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import DlaasError
-from mlflow_dlaas.tracking import TRACKING_ENV, is_unreachable, redact_text, redact_uri
+from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable, redact_text, redact_uri
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +63,7 @@ def _give_launcher_run_the_reason(reason: str) -> None:
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return
-    from mlflow_dlaas.run_lifecycle import REASON_TAG
+    from mlflow_dlaas.runs.lifecycle import REASON_TAG
 
     try:
         import mlflow
@@ -335,7 +335,7 @@ def resend_command(paths: tuple[Path, ...]) -> None:
     """Send what runs logged while their tracking server did not answer, from their journals
     (default: every journal on this machine), to MLFLOW_TRACKING_URI or the server they were
     logged to. Sending twice is harmless."""
-    from mlflow_dlaas.journaled_store import resend_journals
+    from mlflow_dlaas.runs.journaled_store import resend_journals
 
     resend_journals(list(paths))
 

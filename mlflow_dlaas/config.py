@@ -12,7 +12,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import STRING_SETTINGS, ParallelismSettings
 from mlflow_dlaas.presets import get_preset
-from mlflow_dlaas.validity import ValidityThresholds
+from mlflow_dlaas.runs.validity import ValidityThresholds
 
 OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("cpu", "cuda")

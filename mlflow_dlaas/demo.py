@@ -24,8 +24,8 @@ import mlflow
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError, WorkloadError
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run
 from mlflow_dlaas.libraries.settings import installed_choices
-from mlflow_dlaas.run_lifecycle import REASON_TAG
-from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 DEMO_EXPERIMENT = "dlaas-demo"
 REPORT_DIR = "dlaas-reports/demo"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_dlaas.hardware import cpu_info, host_hash, nvidia_gpu_models
-from mlflow_dlaas.tracking import ACTIVE_ENV, redact_text
+from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, redact_text
 
 TAG_PREFIX = "dlaas.env."
 #: The run tag that names the hardware a run measured on (the fingerprint's ``host_hash``).

@@ -6,6 +6,10 @@ of every trial. The local backend itself, in its direct mode, prepares the same 
 (local, virtualenv, uv), composes the same command and environment variables, and starts the
 command at once; it returns a handle that does not wait. The run is ended by the workload;
 a process that dies without ending it is ended by whoever waits on it.
+
+MLflow's private surface stays in this module: ``LocalBackend`` with its config keys
+(MLflow 3.17 has no public call that starts an entry point without a CLI process) and the
+handle's ``command_proc`` (``SubmittedRun`` offers only a blocking ``wait()``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -35,10 +40,10 @@ from mlflow.projects.utils import (
 
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import EXIT_UNDELIVERED
-from mlflow_dlaas.ownership import launcher_environment
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import projects_dir
-from mlflow_dlaas.run_lifecycle import end_run
+from mlflow_dlaas.runs.lifecycle import end_run
+from mlflow_dlaas.runs.ownership import launcher_environment
 from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 
@@ -99,10 +104,21 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
                                   mlflow.get_tracking_uri(), experiment_id)
 
 
+def wait_for_exit(submitted: SubmittedRun, timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for the entry point's process; returns as soon as it ends."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        submitted.command_proc.wait(timeout=timeout_s)
+
+
+def exit_code(submitted: SubmittedRun) -> int | None:
+    """The entry point's exit code; None while it runs."""
+    return submitted.command_proc.returncode
+
+
 def end_orphaned_run(client: mlflow.MlflowClient, submitted: SubmittedRun) -> bool:
     """End FAILED, with the reason, a run whose process exited without ending it (killed,
     crashed); returns whether it had to."""
-    if submitted.command_proc.returncode == EXIT_UNDELIVERED:
+    if exit_code(submitted) == EXIT_UNDELIVERED:
         return False  # its entry ended it, in the run's journal the server has not taken yet
     if client.get_run(submitted.run_id).info.status != "RUNNING":
         return False

@@ -22,9 +22,9 @@ import pytest
 from mlflow.environment_variables import MLFLOW_ENV_ROOT
 
 from mlflow_dlaas.launch import BUILT_ENVIRONMENTS, environment_lock
-from mlflow_dlaas.run_lifecycle import REASON_TAG
-from mlflow_dlaas.store_lock import wait_for_sqlite_locks
-from mlflow_dlaas.tracking import ACTIVE_ENV, TRACKING_ENV
+from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.store_lock import wait_for_sqlite_locks
+from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
 
 
 @pytest.fixture(scope="session")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from mlflow_dlaas.curation import (
+from mlflow_dlaas.monitor.metrics import timeline_name
+from mlflow_dlaas.runs.curation import (
     curated_phase_summary,
     curated_validity,
     phase_energy,
     phase_total,
     split_details,
 )
-from mlflow_dlaas.monitor.metrics import timeline_name
 
 SUMMARY = {
     "train/duration_seconds": 10.0, "train/peak_proc_rss_bytes": 5e8,

@@ -19,7 +19,7 @@ from mlflow_dlaas.environment import (
     performance_env,
     write_fingerprint,
 )
-from mlflow_dlaas.tracking import ACTIVE_ENV
+from mlflow_dlaas.runs.store_uri import ACTIVE_ENV
 
 SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "aws-secret-value-123",

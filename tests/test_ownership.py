@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from mlflow_dlaas.ownership import Owner, _start_token, owner_tags
+from mlflow_dlaas.runs.ownership import Owner, _start_token, owner_tags
 
 
 @pytest.fixture

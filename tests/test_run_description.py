@@ -6,7 +6,7 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.parallelism import ParallelismSettings
-from mlflow_dlaas.run_description import (
+from mlflow_dlaas.workloads.run_description import (
     inference_run_name,
     name_active_run,
     training_run_name,

@@ -17,9 +17,9 @@ import pytest
 import requests
 
 from mlflow_dlaas.errors import EXIT_UNDELIVERED
-from mlflow_dlaas.journaled_store import resend_journals
-from mlflow_dlaas.run_journal import JOURNAL_ENV, RunJournal
-from mlflow_dlaas.tracking import is_unreachable
+from mlflow_dlaas.runs.journal import JOURNAL_ENV, RunJournal
+from mlflow_dlaas.runs.journaled_store import resend_journals
+from mlflow_dlaas.runs.store_uri import is_unreachable
 from tests.tuning.servers import MlflowServer
 
 TRAIN = ["--framework", "pytorch", "--model", "lenet5", "--dataset", "mnist5k", "--epochs", "3"]

@@ -12,8 +12,8 @@ from dataclasses import replace
 import mlflow
 import pytest
 
-from mlflow_dlaas.ownership import Owner, _start_token, owner_tags
-from mlflow_dlaas.run_lifecycle import REASON_TAG, end_runs_of_dead_owners, failing_run_guard
+from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_runs_of_dead_owners, failing_run_guard
+from mlflow_dlaas.runs.ownership import Owner, _start_token, owner_tags
 from mlflow_dlaas.worker.lifeline import Stopped, stop_on_signals
 
 

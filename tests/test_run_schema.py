@@ -1,11 +1,11 @@
-"""The headline metrics' names, units and older names (mlflow_dlaas.run_schema)."""
+"""The headline metrics' names, units and older names (mlflow_dlaas.runs.schema)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.runs import schema
 from mlflow_dlaas.tuning.spec import parse_spec
 
 

@@ -6,8 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from mlflow_dlaas.store_lock import sqlite_path
-from mlflow_dlaas.tracking import TRACKING_ENV
+from mlflow_dlaas.runs.store_lock import sqlite_path
+from mlflow_dlaas.runs.store_uri import TRACKING_ENV
 
 
 def test_sqlite_paths() -> None:
@@ -37,7 +37,7 @@ def test_a_store_held_by_a_writer_longer_than_the_driver_timeout_still_opens(
 
     import mlflow
 
-    from mlflow_dlaas.store_lock import initialise_tracking_store
+    from mlflow_dlaas.runs.store_lock import initialise_tracking_store
 
     db = tmp_path / "mlflow.db"
     uri = f"sqlite:///{db}"

@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from mlflow_dlaas.errors import TrackingUnavailableError
-from mlflow_dlaas.tracking import (
+from mlflow_dlaas.runs.store_uri import redact_text
+from mlflow_dlaas.runs.tracking import (
     SUPPRESS_URL_ENV,
     TrackingTarget,
     check_reachable,
     quiet_run_links,
-    redact_text,
 )
 
 SECRET = "s3cret-pw"
@@ -98,7 +98,7 @@ def test_an_unreachable_store_is_refused_within_the_bound(scheme: str) -> None:
 
 @pytest.mark.parametrize("scheme", ["postgresql+psycopg", "redis"])
 def test_a_store_that_accepts_and_never_answers_is_refused_within_the_bound(scheme: str) -> None:
-    from mlflow_dlaas.tuning.storage import make_storage
+    from mlflow_dlaas.optuna_access.storage import make_storage
 
     with silent_server() as port:
         uri = f"{scheme}://nobody:{SECRET}@127.0.0.1:{port}/x"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.validity import DISTURBED, VALID, ValidityThresholds, judge
+from mlflow_dlaas.runs.validity import DISTURBED, VALID, ValidityThresholds, judge
 
 
 def _summary(busy: float, tree: float, harness: float = 0.0, steal: float = 0.0,

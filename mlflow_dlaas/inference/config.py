@@ -11,10 +11,10 @@ from typing import Any
 
 from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference.instances import check_layout
+from mlflow_dlaas.inference.instance_layout import check_layout
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
-from mlflow_dlaas.validity import ValidityThresholds
+from mlflow_dlaas.runs.validity import ValidityThresholds
 
 SCENARIOS = ("single_stream", "multi_stream", "offline", "server", "ensemble")
 PRECISIONS = ("fp32", "fp16", "int8")

@@ -16,7 +16,7 @@ from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE, run_id_from
 from mlflow_dlaas.inference.user_model import local_path
-from mlflow_dlaas.tracking import redact_text
+from mlflow_dlaas.runs.store_uri import redact_text
 
 
 def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Path:

@@ -49,6 +49,17 @@ class ModelSource:
     #: the user's own model (inputs: a Feed of named arrays, in the model's own layout)
     user: UserModel | None = None
 
+    def onnx_file(self, runtime: str) -> Path:
+        """The ONNX file an ONNX-serving ``runtime`` loads; ConfigError saying why there is
+        none."""
+        if self.onnx_path is None or not self.onnx_path.is_file():
+            if self.user is not None:
+                raise ConfigError(f"the {runtime} runtime serves ONNX, and {self.name} has no "
+                                  "ONNX file")
+            raise ConfigError(f"the {runtime} runtime serves an ONNX export, and run "
+                              f"{self.run_id} has none (its tag dlaas.onnx says why)")
+        return self.onnx_path
+
 
 def parse_shape(text: str) -> tuple[int, int, int]:
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip())

@@ -12,20 +12,14 @@ framework is loaded and configured.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from mlflow_dlaas.errors import WorkloadError
-from mlflow_dlaas.libraries.settings import POLICY_VARIABLES, library_file
-
-if TYPE_CHECKING:
-    from mlflow_dlaas.parallelism import ParallelismSettings
-    from mlflow_dlaas.worker.channel import WorkerChannel
+from mlflow_dlaas.libraries.settings import POLICY_VARIABLES, LibraryChoices, library_file
 
 #: (symbol, version) the frameworks bind for OpenMP: GCC's current and old parallel-region
 #: calls and the API's thread count.
@@ -218,7 +212,7 @@ def _proc_bind_name(code: int) -> str:
     return names.get(code, str(code))
 
 
-def problems(settings: ParallelismSettings, found: LibraryReadback, framework: str
+def problems(settings: LibraryChoices, found: LibraryReadback, framework: str
              ) -> list[str]:
     """One line per requested library setting that ``found`` does not show in force."""
     issues: list[str] = []
@@ -246,7 +240,7 @@ def problems(settings: ParallelismSettings, found: LibraryReadback, framework: s
     return issues
 
 
-def _policy_problems(settings: ParallelismSettings, found: LibraryReadback, framework: str
+def _policy_problems(settings: LibraryChoices, found: LibraryReadback, framework: str
                      ) -> list[str]:
     given = [name for name in POLICY_VARIABLES if getattr(settings, name)]
     if not given:
@@ -286,23 +280,3 @@ def _policy_problems(settings: ParallelismSettings, found: LibraryReadback, fram
         issues.append(f"omp_wait_policy={settings.omp_wait_policy}, but this process has "
                       f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
     return issues
-
-
-def report_libraries(channel: WorkerChannel, settings: ParallelismSettings, framework: str,
-                     consumer_name: str = "", state: Mapping[str, Any] | None = None) -> None:
-    """Read back, log params / tags / ``libraries/readback.json`` over ``channel``, then
-    raise LibraryNotInForce naming every requested setting not in force."""
-    from mlflow_dlaas.worker.channel import worker_dir
-
-    found = read_back(consumer_name, state)
-    channel.params(found.params())
-    channel.tags(found.tags())
-    out: Path = worker_dir()
-    issues = problems(settings, found, framework)
-    record = {"requested": {k: v for k, v in asdict(settings).items() if k != "cpu_affinity"},
-              **asdict(found), "not_in_force": issues}
-    (out / ARTIFACT_FILE).write_text(json.dumps(record, indent=2, default=str))
-    channel.artifacts(out, ARTIFACT_DIR)
-    if issues:
-        raise LibraryNotInForce("library settings not in force in the measured worker: "
-                                + "; ".join(issues))

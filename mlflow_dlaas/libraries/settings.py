@@ -13,12 +13,22 @@ import re
 import sys
 import sysconfig
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mlflow_dlaas.errors import ConfigError
 
-if TYPE_CHECKING:
-    from mlflow_dlaas.parallelism import ParallelismSettings
+
+class LibraryChoices(Protocol):
+    """The library settings a process asks for (``ParallelismSettings`` carries them)."""
+
+    openmp_runtime: str
+    allocator: str
+    onednn: str
+    omp_proc_bind: str
+    omp_places: str
+    omp_wait_policy: str
+    kmp_affinity: str
+    kmp_blocktime: str
 
 OPENMP_RUNTIMES = ("default", "gnu", "intel")
 ALLOCATORS = ("default", "jemalloc", "tcmalloc")
@@ -56,7 +66,7 @@ LIBRARY_FILES = {
 }
 
 
-def check_library_settings(settings: ParallelismSettings) -> None:
+def check_library_settings(settings: LibraryChoices) -> None:
     """Raise ConfigError naming the first invalid library setting and its valid values."""
     for name, valid in (("openmp_runtime", OPENMP_RUNTIMES), ("allocator", ALLOCATORS),
                         ("onednn", ONEDNN), ("omp_wait_policy", ("", *WAIT_POLICIES))):
@@ -89,18 +99,18 @@ def check_library_settings(settings: ParallelismSettings) -> None:
                               "omp_places / omp_wait_policy")
 
 
-def intel_only_given(settings: ParallelismSettings) -> list[str]:
+def intel_only_given(settings: LibraryChoices) -> list[str]:
     """The Intel-only policies ``settings`` gives."""
     return [name for name in INTEL_ONLY if getattr(settings, name)]
 
 
-def openmp_given(settings: ParallelismSettings) -> list[str]:
+def openmp_given(settings: LibraryChoices) -> list[str]:
     """The OpenMP settings ``settings`` gives: the runtime and its thread policies."""
     return [name for name in ("openmp_runtime", *POLICY_VARIABLES)
             if getattr(settings, name) not in ("", "default")]
 
 
-def refuse_unusable(settings: ParallelismSettings, runtime: str, *, openmp: str,
+def refuse_unusable(settings: LibraryChoices, runtime: str, *, openmp: str,
                     onednn: str) -> None:
     """ConfigError for the OpenMP settings and ``onednn`` of a runtime that has no use for
     them; ``openmp`` and ``onednn`` say why (the runtime's facts)."""
@@ -114,7 +124,7 @@ def refuse_unusable(settings: ParallelismSettings, runtime: str, *, openmp: str,
                           f"switch; leave onednn unset for {runtime}")
 
 
-def policies_given(settings: ParallelismSettings) -> list[str]:
+def policies_given(settings: LibraryChoices) -> list[str]:
     """The OpenMP thread policies ``settings`` gives."""
     return [name for name in POLICY_VARIABLES if getattr(settings, name)]
 
@@ -139,13 +149,13 @@ def _search_folders(setting: str, choice: str) -> list[Path]:
     return [Path(p) for p in (*multiarch, "/usr/lib64", "/usr/lib")]
 
 
-def preloads(settings: ParallelismSettings) -> list[Path]:
+def preloads(settings: LibraryChoices) -> list[Path]:
     """The libraries ``settings`` preloads, OpenMP first."""
     chosen = [("openmp_runtime", settings.openmp_runtime), ("allocator", settings.allocator)]
     return [library_file(s, c) for s, c in chosen if c != "default"]
 
 
-def library_environment(settings: ParallelismSettings) -> dict[str, str]:
+def library_environment(settings: LibraryChoices) -> dict[str, str]:
     """``LD_PRELOAD`` (ours before any the user set) and the thread policies' variables."""
     env = {POLICY_VARIABLES[name]: getattr(settings, name) for name in policies_given(settings)}
     files = [str(p) for p in preloads(settings)]

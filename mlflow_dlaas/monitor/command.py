@@ -16,9 +16,9 @@ import mlflow
 from mlflow_dlaas.environment import REDACTED, SECRET_NAME, redact_value
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
-from mlflow_dlaas.ownership import owner_tags
-from mlflow_dlaas.run_lifecycle import REASON_TAG
-from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from mlflow import MlflowClient
 from mlflow.entities import Metric, RunTag
 
-from mlflow_dlaas.curation import curated_phase_summary
 from mlflow_dlaas.monitor.metrics import timeline_name
 from mlflow_dlaas.monitor.timeline import MonitorResult, Sample
 from mlflow_dlaas.monitor.timeline_plot import plot_timeline
+from mlflow_dlaas.runs.curation import curated_phase_summary
 
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 ARTIFACT_DIR = "monitor"

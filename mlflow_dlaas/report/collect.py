@@ -11,8 +11,8 @@ from mlflow.entities import Run, ViewType
 from mlflow_dlaas.environment import HOST_TAG, TAG_PREFIX
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.hosts import UNKNOWN_HOST
-from mlflow_dlaas.run_schema import current_metrics
-from mlflow_dlaas.validity import VALIDITY_REASON_TAG, VALIDITY_TAG
+from mlflow_dlaas.runs.schema import current_metrics
+from mlflow_dlaas.runs.validity import VALIDITY_REASON_TAG, VALIDITY_TAG
 
 PAGE_SIZE = 1000
 #: runs that describe other runs, never measured themselves

@@ -8,30 +8,30 @@ import re
 import numpy as np
 import pandas as pd
 
-from mlflow_dlaas import run_schema as schema
+from mlflow_dlaas.runs import schema
 
-PEAK_MEMORY = "peak_memory_megabytes"
-#: the framework's own peak (the measured worker: train phase, or measured scenarios)
-MEASURED_PEAK = schema.PEAK_MEMORY
+#: the framework's own peak (the measured worker: train phase, or measured scenarios); the
+#: report fills it, for runs without it, with the process tree's peak
+PEAK_MEMORY = schema.PEAK_MEMORY
 #: the whole process tree's peak over the run, harness included: older runs have only this
 TREE_PEAK = f"run/{schema.PHASE_PEAK_MEMORY}"
-ENERGY = "energy_joules"
-ENERGY_PER_1000 = "energy_per_1000_predictions_joules"
+ENERGY = schema.WHOLE_RUN_ENERGY
+ENERGY_PER_1000 = schema.ENERGY_PER_1000
 _ENERGY_KEY = re.compile(r"metrics\.(?P<phase>[a-z_]+)/(cpu_package|gpu)\d+_energy_joules")
 _BATCH_KEY = re.compile(r"metrics\.(?P<scenario>[a-z_]+)/batch_(?P<batch>\d+)/(?P<name>.+)")
 BATCHED_SCENARIOS = ("single_stream", "offline")
 
 
 def add_peak_memory(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run, in MB: ``metrics.peak_memory_megabytes``, the measured phases' peak it
-    logged, or for a run without it, its process tree's ``run/peak_proc_rss_megabytes``."""
-    measured = _column(runs, MEASURED_PEAK)
+    """Per run, in MB: ``metrics.Headline/peak_memory_megabytes``, the measured phases' peak
+    it logged, or for a run without it, its process tree's ``run/peak_proc_rss_megabytes``."""
+    measured = _column(runs, PEAK_MEMORY)
     return runs.assign(**{f"metrics.{PEAK_MEMORY}": measured.fillna(_column(runs, TREE_PEAK))})
 
 
 def tree_peak_fallbacks(runs: pd.DataFrame) -> int:
     """Runs whose peak memory is the process tree's, for lack of the measured figure."""
-    return int((_column(runs, MEASURED_PEAK).isna() & _column(runs, TREE_PEAK).notna()).sum())
+    return int((_column(runs, PEAK_MEMORY).isna() & _column(runs, TREE_PEAK).notna()).sum())
 
 
 def _column(runs: pd.DataFrame, metric: str) -> pd.Series:
@@ -51,7 +51,7 @@ def energy_by_phase(runs: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def add_energy(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: ``metrics.energy_joules`` (whole run) and, for inference runs,
+    """Per run: ``metrics.whole_run_energy_joules`` and, for inference runs,
     ``metrics.energy_per_1000_predictions_joules`` (the batched scenarios' energy over the
     samples they served); NaN where no energy counter was readable."""
     runs = runs.copy()

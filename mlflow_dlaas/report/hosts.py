@@ -8,7 +8,7 @@ import pandas as pd
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.screening import verdicts
-from mlflow_dlaas.validity import VALID
+from mlflow_dlaas.runs.validity import VALID
 
 #: the host of runs logged without a ``dlaas.host`` tag
 UNKNOWN_HOST = "unknown"

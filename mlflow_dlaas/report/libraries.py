@@ -20,7 +20,7 @@ from mlflow_dlaas.libraries.settings import LIBRARY_SETTINGS
 from mlflow_dlaas.report.derived import PEAK_MEMORY
 from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES
 from mlflow_dlaas.report.tables import ComparisonTable, setting_text
-from mlflow_dlaas.run_schema import TRAIN_TIME
+from mlflow_dlaas.runs.schema import TRAIN_TIME
 
 TITLE = "Parallel libraries (training, against each framework's default)"
 #: (heading, metric key, scale into the heading's unit, digits)

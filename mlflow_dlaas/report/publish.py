@@ -11,10 +11,10 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ReportIncompleteError
-from mlflow_dlaas.ownership import owner_tags
 from mlflow_dlaas.report.render_html import render_html
 from mlflow_dlaas.report.render_markdown import render_markdown
 from mlflow_dlaas.report.report import Report
+from mlflow_dlaas.runs.ownership import owner_tags
 
 ARTIFACT_DIR = "report"
 

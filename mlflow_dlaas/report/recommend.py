@@ -11,10 +11,10 @@ from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.aggregate import aggregate, configuration_ids, shown_settings
-from mlflow_dlaas.report.goals import Bound, Goal
 from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
 from mlflow_dlaas.report.separation import Separation, separate
 from mlflow_dlaas.report.tables import setting_text
+from mlflow_dlaas.runs.goals import Bound, Goal
 
 RUNNERS_UP = 3
 HISTORY_THREADS = 8

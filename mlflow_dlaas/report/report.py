@@ -13,7 +13,7 @@ from mlflow import MlflowClient
 from mlflow_dlaas.report import inference_plots, resource_plots, training_plots
 from mlflow_dlaas.report.collect import RunTable
 from mlflow_dlaas.report.derived import (
-    MEASURED_PEAK,
+    PEAK_MEMORY,
     TREE_PEAK,
     add_energy,
     add_peak_memory,
@@ -21,7 +21,6 @@ from mlflow_dlaas.report.derived import (
     inference_rows,
     tree_peak_fallbacks,
 )
-from mlflow_dlaas.report.goals import Bound, Goal, parse_goal
 from mlflow_dlaas.report.hosts import Host, hosts
 from mlflow_dlaas.report.libraries import libraries_table
 from mlflow_dlaas.report.plots import Plot
@@ -34,6 +33,7 @@ from mlflow_dlaas.report.tables import (
     ComparisonTable,
     comparison_table,
 )
+from mlflow_dlaas.runs.goals import Bound, Goal, parse_goal
 
 Ask = tuple[Goal, tuple[Bound, ...]]
 T = TypeVar("T")
@@ -211,7 +211,7 @@ class _Guarded:
             return None
 
 
-DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "p99_latency", "throughput",
+DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "p99_latency", "inference_throughput",
                      "energy_per_1000_predictions")
 
 
@@ -240,6 +240,6 @@ def _notes(table: RunTable, kept: pd.DataFrame, host_count: int) -> list[str]:
     fallbacks = tree_peak_fallbacks(kept)
     if fallbacks:
         notes.append(f"Peak memory of {fallbacks} runs is their whole process tree's "
-                     f"(`{TREE_PEAK}`, harness included): they have no `{MEASURED_PEAK}`, "
+                     f"(`{TREE_PEAK}`, harness included): they have no `{PEAK_MEMORY}`, "
                      "the framework's own peak.")
     return notes

@@ -12,10 +12,10 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.monitor.timeline_plot import paint_timeline
 from mlflow_dlaas.report.derived import ENERGY, ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing
+from mlflow_dlaas.runs import schema
 
 TIMELINE_RUNS = 6
 MIN_PAIRS = 3  # fewer runs measured with both values: no correlation shown

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mlflow_dlaas.validity import DISTURBED, VALID
+from mlflow_dlaas.runs.validity import DISTURBED, VALID
 
 UNVERIFIED = "unverified"
 #: the flag that keeps disturbed runs, as the notes name it

@@ -7,15 +7,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.report.aggregate import NOT_SHOWN, aggregate, shown_settings
 from mlflow_dlaas.report.derived import (
     ENERGY,
     ENERGY_PER_1000,
-    MEASURED_PEAK,
     PEAK_MEMORY,
     TREE_PEAK,
 )
+from mlflow_dlaas.runs import schema
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ TRAINING_COLUMNS = (
     Column("time to accuracy (s)", schema.TIME_TO_ACCURACY, digits=2),
     Column("peak memory (MB)", PEAK_MEMORY, digits=0),
     Column("CPU % (train)", "train/mean_proc_cpu_percent", digits=0),
-    Column("energy (J)", ENERGY, digits=1),
+    Column("energy, whole run (J)", ENERGY, digits=1),
 )
 INFERENCE_COLUMNS = (
     Column("p50 (ms)", "single_stream/latency_p50_ms"),
@@ -149,7 +148,7 @@ def _why(metric: str) -> str:
     if metric == schema.TIME_TO_ACCURACY:
         return " (they never reached their target_accuracy)"
     if metric == PEAK_MEMORY:
-        return f" (they logged neither {MEASURED_PEAK} nor {TREE_PEAK})"
+        return f" (they logged neither {PEAK_MEMORY} nor {TREE_PEAK})"
     return ""
 
 

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing, pareto_front
-from mlflow_dlaas.run_schema import TEST_ACCURACY, TRAIN_TIME
+from mlflow_dlaas.runs.schema import TEST_ACCURACY, TRAIN_TIME
 
 CURVES_PER_SYSTEM = 3
 

@@ -22,7 +22,8 @@ from mlflow_dlaas.reproduce.runner import (
     stderr,
     this_host,
 )
-from mlflow_dlaas.tracking import configure_tracking, ensure_experiment, redact_uri
+from mlflow_dlaas.runs.store_uri import redact_uri
+from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 
 @dataclass(frozen=True)

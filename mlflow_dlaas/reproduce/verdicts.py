@@ -27,7 +27,6 @@ from itertools import combinations
 import pandas as pd
 from scipy.stats import spearmanr
 
-from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.report.derived import ENERGY_PER_1000, PEAK_MEMORY
 from mlflow_dlaas.report.report import Workloads
 from mlflow_dlaas.report.separation import (
@@ -38,6 +37,7 @@ from mlflow_dlaas.report.separation import (
     relative_gap,
     separate,
 )
+from mlflow_dlaas.runs import schema
 
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.tuning.spec import Constraint, StudySpec
+from mlflow_dlaas.optuna_access.internals import CONSTRAINTS_KEY, storage_of
+from mlflow_dlaas.runs.goals import Bound
+from mlflow_dlaas.tuning.spec import StudySpec
 
-#: Optuna's key (``optuna.study._constrained_optimization._CONSTRAINTS_KEY``).
-CONSTRAINTS_KEY = "constraints"
 #: A user attribute the dashboard shows as a column of the trials table.
 FEASIBLE_ATTR = "feasible"
 #: Where studies made before kept the values too (a user attribute).
@@ -26,7 +26,7 @@ LEGACY_ATTR = "dlaas_constraint_violations"
 
 def record_constraints(study: optuna.Study, trial_id: int, values: Sequence[float]) -> None:
     """Store a finished trial's constraint values (call before ``tell``)."""
-    storage = study._storage
+    storage = storage_of(study)
     storage.set_trial_system_attr(trial_id, CONSTRAINTS_KEY, [float(v) for v in values])
     storage.set_trial_user_attr(trial_id, FEASIBLE_ATTR, all(v <= 0 for v in values))
 
@@ -64,7 +64,7 @@ def closest_infeasible(study: optuna.Study) -> FrozenTrial | None:
     return min(infeasible, key=lambda t: sum(max(v, 0.0) for v in violations(t)), default=None)
 
 
-def describe_violations(constraints: Sequence[Constraint], trial: FrozenTrial) -> str:
+def describe_violations(constraints: Sequence[Bound], trial: FrozenTrial) -> str:
     """``Headline/test_accuracy >= 0.9 missed by 0.05`` for each constraint the trial misses."""
     missed = [f"{c.metric} {c.op} {c.value:g} missed by {v:.4g}"
               for c, v in zip(constraints, violations(trial), strict=False) if v > 0]

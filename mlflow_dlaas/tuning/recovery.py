@@ -20,8 +20,9 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.ownership import Owner
-from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.optuna_access.internals import storage_of, study_id, trial_id
+from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
@@ -80,11 +81,11 @@ def give_up(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
 
     Returns False when another worker got there first (the trial had finished).
     """
-    storage = study._storage
+    storage = storage_of(study)
     try:
-        storage.set_trial_user_attr(trial._trial_id, REASON_ATTR, reason[:2000])
-        storage.set_trial_user_attr(trial._trial_id, GIVEN_UP_ATTR, True)
-        if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+        storage.set_trial_user_attr(trial_id(trial), REASON_ATTR, reason[:2000])
+        storage.set_trial_user_attr(trial_id(trial), GIVEN_UP_ATTR, True)
+        if not storage.set_trial_state_values(trial_id(trial), TrialState.FAIL):
             return False
     except RuntimeError:  # finished meanwhile: recovered by another worker, or told
         return False
@@ -133,9 +134,9 @@ def adopt_grid_point(study: optuna.Study, retry: optuna.Trial) -> None:
     original = retry.user_attrs.get(RETRY_OF_ATTR)
     if original is None:
         return
-    storage = study._storage
+    storage = storage_of(study)
     attrs = storage.get_trial_system_attrs(
-        storage.get_trial_id_from_study_id_trial_number(study._study_id, original))
+        storage.get_trial_id_from_study_id_trial_number(study_id(study), original))
     for key in GRID_ATTRS:
         if key in attrs:
-            storage.set_trial_system_attr(retry._trial_id, key, attrs[key])
+            storage.set_trial_system_attr(trial_id(retry), key, attrs[key])

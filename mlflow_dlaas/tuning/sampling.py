@@ -51,16 +51,6 @@ def _steps(d: Dimension) -> list[float | int]:
     return [int(v) for v in values] if d.kind == "int" else values
 
 
-def make_pruner(name: str) -> optuna.pruners.BasePruner:
-    """The pruner ``name`` (a spec's ``pruner``); the driver and each trial's entry process
-    build the same one."""
-    if name == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
-    if name == "hyperband":
-        return optuna.pruners.HyperbandPruner()
-    return optuna.pruners.NopPruner()
-
-
 def suggest(trial: optuna.trial.Trial, spec: StudySpec) -> dict[str, Any]:
     """Sampled values for this trial (the framework too, when the spec names several)."""
     params: dict[str, Any] = {}

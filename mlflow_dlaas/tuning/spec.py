@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,43 +12,22 @@ import yaml
 from mlflow.exceptions import MlflowException
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_experiment_name
 
-from mlflow_dlaas import run_schema as schema
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.launch import projects_dir
+from mlflow_dlaas.optuna_access.pruners import PRUNERS
+from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
 
 ENTRY_POINTS = ("train", "infer")
 SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
-PRUNERS = ("none", "median", "hyperband")
 ENV_MANAGERS = ("local", "virtualenv", "uv")
-DIRECTIONS = ("maximize", "minimize")
-CONSTRAINT_OPS = (">=", "<=")
 #: the largest magnitude an int range may reach (a batch size of 10^300 trains nothing)
 MAX_INT_BOUND = 2**31 - 1
 #: vary: replicate r of a trial runs with the trial's seed + r; fixed: all with the trial's seed.
 REPLICATE_SEEDS = ("vary", "fixed")
 #: The seed the train and infer entry points use when none is given.
 DEFAULT_SEED = 0
-#: Short names for the metrics people optimize; any logged metric key is accepted too.
-METRIC_ALIASES = {
-    "accuracy": schema.TEST_ACCURACY,
-    "test_accuracy": schema.TEST_ACCURACY,
-    "train_time": schema.TRAIN_TIME,
-    "test_time": "test_time_seconds",
-    "time_to_accuracy": schema.TIME_TO_ACCURACY,
-    "peak_rss": schema.PEAK_MEMORY,
-    "peak_memory": schema.PEAK_MEMORY,
-    "cpu_seconds": "run/proc_cpu_seconds",
-    "energy": schema.ENERGY,
-    "throughput": schema.TRAIN_THROUGHPUT,
-    # inference: the last batch size logged; fix batch_sizes to one value, or name the flat
-    # key (e.g. offline/batch_32/throughput_samples_per_second)
-    "p50_latency": "single_stream/latency_p50_ms",
-    "p99_latency": "single_stream/latency_p99_ms",
-    "inference_throughput": "offline/throughput_samples_per_second",
-    "load_time": "load_time_seconds",
-}
 #: The per-epoch metric a pruner watches, per entry point.
 PRUNING_METRIC = {"train": "test_accuracy"}
 #: Each entry point's own parser of its params (the workload's validation, no framework import).
@@ -78,35 +56,16 @@ class Dimension:
 
 
 @dataclass(frozen=True)
-class Objective:
-    metric: str
-    direction: str
-
-
-@dataclass(frozen=True)
-class Constraint:
-    metric: str
-    op: str
-    value: float
-
-    def violation(self, observed: float) -> float:
-        """How far ``observed`` is on the wrong side (0 when satisfied): Optuna's constraint
-        value, feasible when <= 0."""
-        gap = self.value - observed if self.op == ">=" else observed - self.value
-        return max(0.0, gap)
-
-
-@dataclass(frozen=True)
 class StudySpec:
     """What to search, how, and for what."""
 
     name: str
     frameworks: tuple[str, ...]
-    objectives: tuple[Objective, ...]
+    objectives: tuple[Goal, ...]
     entry_point: str = "train"
     fixed: Mapping[str, Any] = field(default_factory=dict)
     search_space: tuple[Dimension, ...] = ()
-    constraints: tuple[Constraint, ...] = ()
+    constraints: tuple[Bound, ...] = ()
     sampler: str = "tpe"
     pruner: str = "none"
     n_trials: int | None = 10
@@ -397,45 +356,18 @@ def _finite(value: Any, where: str) -> float:
     return number
 
 
-def _objective(index: int, o: Any) -> Objective:
-    where = f"objectives[{index}]"
+def _objective(index: int, o: Any) -> Goal:
+    where = f"study spec: objectives[{index}]"
     if not isinstance(o, Mapping) or "metric" not in o:
-        raise ConfigError(f"study spec: {where}: give {{metric: NAME, direction: maximize}}")
-    direction = o.get("direction")
-    if direction not in DIRECTIONS:
-        raise ConfigError(f"study spec: {where}.direction: {direction!r} is not one of "
-                          f"{', '.join(DIRECTIONS)}")
-    return Objective(_metric_key(o["metric"]), direction)
+        raise ConfigError(f"{where}: give {{metric: NAME, direction: maximize}}")
+    return goal(str(o["metric"]), o.get("direction"), where)
 
 
-def _constraint(index: int, c: Any) -> Constraint:
-    where = f"constraints[{index}]"
+def _constraint(index: int, c: Any) -> Bound:
+    where = f"study spec: constraints[{index}]"
     if not isinstance(c, Mapping) or not {"metric", "op", "value"} <= set(c):
-        raise ConfigError(f"study spec: {where}: give {{metric: accuracy, op: '>=', value: 0.9}}")
-    if c["op"] not in CONSTRAINT_OPS:
-        raise ConfigError(f"study spec: {where}.op: {c['op']!r} is not one of >=, <=")
-    metric = _metric_key(c["metric"])
-    return Constraint(metric, c["op"], _quantity(c["value"], metric, f"{where}.value"))
-
-
-def _metric_key(name: Any) -> str:
-    """An alias's metric key, or a key an earlier version logged under its current name."""
-    name = str(name)
-    return METRIC_ALIASES.get(name) or schema.current_name(name)[0]
-
-
-def _quantity(value: Any, metric: str, where: str) -> float:
-    """A constraint's value in ``metric``'s unit: a number, or a number with a unit
-    (``4GiB`` for a memory metric, ``250ms`` for a time)."""
-    if isinstance(value, str):
-        found = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*",
-                             value)
-        if found is None:
-            raise ConfigError(f"study spec: {where}: {value!r} is not a number with an optional "
-                              "unit (e.g. 0.9, 4GiB, 250ms)")
-        return _finite(float(found[1]), where) * schema.unit_factor(
-            metric, found[2], f"study spec: {where}")
-    return _finite(value, where)
+        raise ConfigError(f"{where}: give {{metric: accuracy, op: '>=', value: 0.9}}")
+    return bound(str(c["metric"]), c["op"], c["value"], where)
 
 
 def _list(raw: Mapping[str, Any], key: str) -> list[Any]:

@@ -18,9 +18,12 @@ from optuna.trial import TrialState
 
 from mlflow_dlaas.console_log import verbose
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.ownership import owner_tags
-from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run, set_shared_tags
-from mlflow_dlaas.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
+from mlflow_dlaas.optuna_access.pruners import make_pruner
+from mlflow_dlaas.optuna_access.storage import absolute_url, make_storage
+from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_run, set_shared_tags
+from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
@@ -30,7 +33,6 @@ from mlflow_dlaas.tuning.feasibility import (
     record_constraints,
 )
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
-from mlflow_dlaas.tuning.pruning_link import pruning_environment
 from mlflow_dlaas.tuning.recovery import (
     HEARTBEAT_ATTR,
     OWNER_ATTR,
@@ -42,12 +44,12 @@ from mlflow_dlaas.tuning.recovery import (
     recover_stale_trials,
 )
 from mlflow_dlaas.tuning.run_links import run_url
-from mlflow_dlaas.tuning.sampling import grid_space, make_pruner, make_sampler, suggest
+from mlflow_dlaas.tuning.sampling import grid_space, make_sampler, suggest
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
-from mlflow_dlaas.tuning.storage import absolute_url, make_storage
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
 from mlflow_dlaas.worker.lifeline import StopSignals, stop_on_signals
+from mlflow_dlaas.workloads.pruning_link import pruning_environment
 
 PARENT_ATTR = "mlflow_parent_run_id"
 #: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
@@ -202,7 +204,7 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
         if existing:
             return existing
         time.sleep(0.5)
-        study = optuna.load_study(study_name=spec.name, storage=study._storage)
+        study = optuna.load_study(study_name=spec.name, storage=storage_of(study))
     client = mlflow.MlflowClient()
     tags = {"dlaas.role": "study", "dlaas.study": spec.name, "dlaas.entry": "study"}
     launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`: that run
@@ -256,7 +258,7 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     outcomes: list[ChildOutcome] = []
     # the first replicate reports its epochs to the trial and is pruned from inside
     pruning = pruning_environment(
-        storage_url=storage_url, study_name=spec.name, trial_id=trial._trial_id,
+        storage_url=storage_url, study_name=spec.name, trial_id=trial_id(trial),
         pruner=spec.pruner, metric=PRUNING_METRIC[spec.entry_point],
     ) if spec.pruner != "none" else None
     trial_params = {**spec.fixed, **params}
@@ -295,7 +297,7 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
         trial.set_user_attr(f"range_{key}", spread)
     observed = [_median(outcomes, c.metric) or 0.0 for c in spec.constraints]
     if spec.constraints:
-        record_constraints(study, trial._trial_id,
+        record_constraints(study, trial_id(trial),
                            [c.violation(v) for c, v in zip(spec.constraints, observed,
                                                            strict=True)])
     save_trial_note(trial, trial_note(spec, trial_params, [
@@ -352,7 +354,7 @@ def _abandon(study: optuna.Study | None, trial: optuna.Trial | None, parent_id: 
     if study is None or parent_id is None:  # stopped before the study had its parent run
         return
     if trial is not None:
-        frozen = study._storage.get_trial(trial._trial_id)
+        frozen = storage_of(study).get_trial(trial_id(trial))
         if frozen.state == TrialState.RUNNING:
             give_up(study, frozen, reason)
     if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):

@@ -13,7 +13,7 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.run_lifecycle import set_shared_tags
+from mlflow_dlaas.runs.lifecycle import set_shared_tags
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
     closest_infeasible,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,10 +15,16 @@ from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from mlflow_dlaas.errors import EXIT_UNDELIVERED
-from mlflow_dlaas.launch import end_orphaned_run, start_project_run, stop_project_run
-from mlflow_dlaas.ownership import owner_tags
-from mlflow_dlaas.run_lifecycle import REASON_TAG, end_run
-from mlflow_dlaas.tuning.pruning_link import PRUNED_TAG
+from mlflow_dlaas.launch import (
+    end_orphaned_run,
+    exit_code,
+    start_project_run,
+    stop_project_run,
+    wait_for_exit,
+)
+from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.workloads.pruning_link import PRUNED_TAG
 
 POLL_S = 0.25
 
@@ -59,7 +64,7 @@ def run_child(
     ``on_created(run_id)`` is called once the run exists, before its process starts. Never
     leaves the child RUNNING: a timeout or an interrupt cancels the process and terminates
     the run with the reason. The run's owner is this process until the entry point takes it
-    over. A child that prunes itself (:mod:`~mlflow_dlaas.tuning.pruning_link`) ends its
+    over. A child that prunes itself (:mod:`~mlflow_dlaas.workloads.pruning_link`) ends its
     run KILLED and tagged :data:`PRUNED_TAG`: the outcome is PRUNED.
     """
     client = mlflow.MlflowClient()
@@ -90,14 +95,12 @@ def run_child(
                 return _end(client, run_id, "TIMEOUT", f"timed out after {timeout_s:.0f} s")
             if heartbeat is not None:
                 heartbeat()
-            # returns as soon as the process ends: no poll interval lost per trial
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                submitted.command_proc.wait(timeout=POLL_S)
+            wait_for_exit(submitted, POLL_S)  # no poll interval lost per trial
     except BaseException as e:
         stop_project_run(submitted)
         _end(client, run_id, "KILLED", f"the study worker stopped: {type(e).__name__}: {e}")
         raise
-    if submitted.command_proc.returncode == EXIT_UNDELIVERED:  # ran; not yet on the server
+    if exit_code(submitted) == EXIT_UNDELIVERED:  # ran; not yet on the server
         return ChildOutcome(run_id, "FAILED", {}, UNDELIVERED_REASON)
     end_orphaned_run(client, submitted)
     final = client.get_run(run_id)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from mlflow_dlaas.validity import ValidityThresholds
+from mlflow_dlaas.runs.validity import ValidityThresholds
 from mlflow_dlaas.worker.channel import CHECKPOINTS_ENV, CONTROL_FD_ENV, DIR_ENV, FD_ENV
 from mlflow_dlaas.worker.lifeline import die_with_parent, stop_process_tree
 from mlflow_dlaas.worker.scratch import scratch_dir

@@ -28,15 +28,15 @@ from urllib.request import url2pathname
 import mlflow
 
 from mlflow_dlaas.console_log import verbose
-from mlflow_dlaas.curation import curated_validity, phase_energy, phase_total, split_details
-from mlflow_dlaas.dataset_input import log_dataset_input
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
-from mlflow_dlaas.run_lifecycle import log_new_params
-from mlflow_dlaas.run_schema import CPU_TIME, ENERGY, PEAK_MEMORY, megabytes
-from mlflow_dlaas.validity import Verdict, judge
+from mlflow_dlaas.runs.curation import curated_validity, phase_energy, phase_total, split_details
+from mlflow_dlaas.runs.dataset_input import log_dataset_input
+from mlflow_dlaas.runs.lifecycle import log_new_params
+from mlflow_dlaas.runs.schema import CPU_TIME, ENERGY, PEAK_MEMORY, megabytes
+from mlflow_dlaas.runs.validity import Verdict, judge
 from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
 from mlflow_dlaas.worker.lifeline import stop_process_tree
 from mlflow_dlaas.worker.start import STOP_GRACE_S, StartedWorker, WorkerLaunch

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.console_log import configure_console_logging
 from mlflow_dlaas.errors import EXIT_UNDELIVERED, DlaasError
-from mlflow_dlaas.ownership import launcher_of
-from mlflow_dlaas.tracking import configure_tracking
+from mlflow_dlaas.runs.ownership import launcher_of
+from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import Stopped, die_with_parent, stop_on_signals, watch_launcher
 
 R = TypeVar("R")
@@ -59,7 +59,7 @@ def _deliver_held(name: str, code: int, within_s: float | None = None) -> int:
     """Send what a tracking server did not take while the run went on (its journal); where
     it still does not answer, say how to send it later and exit with
     :data:`~mlflow_dlaas.errors.EXIT_UNDELIVERED` (unless the run failed anyway)."""
-    journaled = sys.modules.get("mlflow_dlaas.journaled_store")  # only where it was used
+    journaled = sys.modules.get("mlflow_dlaas.runs.journaled_store")  # only where it was used
     if journaled is None:
         return code
     held = journaled.deliver_held(within_s)
@@ -74,7 +74,7 @@ def _end_own_run(reason: str) -> str:
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return ""
-    from mlflow_dlaas.run_lifecycle import end_if_running  # MLflow, only when needed
+    from mlflow_dlaas.runs.lifecycle import end_if_running  # MLflow, only when needed
 
     if end_if_running(run_id, "KILLED", reason):
         return "; its run ended KILLED"
@@ -94,7 +94,7 @@ def _run(name: str, argv: Sequence[str] | None, start: Start | None,
                 except DlaasError as e:  # under mlflow run, the run must say so
                     early_error = e
             if os.environ.get("MLFLOW_RUN_ID"):
-                from mlflow_dlaas.run_lifecycle import failing_run_guard  # MLflow, after start
+                from mlflow_dlaas.runs.lifecycle import failing_run_guard  # MLflow, after start
 
                 configure_tracking(announce=False)
                 with failing_run_guard():

@@ -29,20 +29,20 @@ from mlflow_dlaas.inference.run_artifacts import (
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
 from mlflow_dlaas.parallelism import worker_environment
-from mlflow_dlaas.run_description import (
-    describe_active_run,
-    inference_run_name,
-    name_active_run,
-    variant_label,
-)
-from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
-from mlflow_dlaas.run_schema import SERVER_MAX_QPS, headline_text, inference_headline
-from mlflow_dlaas.tracking import configure_tracking
+from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.runs.schema import SERVER_MAX_QPS, headline_text, inference_headline
+from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.scratch import scratch_dir
 from mlflow_dlaas.worker.start import WorkerLaunch
 from mlflow_dlaas.worker.supervisor import run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.run_description import (
+    describe_active_run,
+    inference_run_name,
+    name_active_run,
+    variant_label,
+)
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"
 #: A server run at one given rate (no search): its p99, printed with the headline figures.

@@ -23,39 +23,39 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference import equivalence, instances, scenarios
+from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
-from mlflow_dlaas.inference.runtimes import InferenceOptions, InferenceRuntime, get_runtime
+from mlflow_dlaas.inference.runtimes import InferenceRuntime, get_runtime
 from mlflow_dlaas.inference.source import (
-    SOURCE_ENV,
     ModelSource,
-    fresh_inputs,
-    fresh_native_source,
-    fresh_torch_source,
-    parse_shape,
-    run_source,
 )
-from mlflow_dlaas.inference.user_model import in_batches, inputs_for
-from mlflow_dlaas.libraries.readback import report_libraries
 from mlflow_dlaas.parallelism import process_settings_in_force
-from mlflow_dlaas.run_schema import SERVER_MAX_QPS, SERVER_P99_AT_MAX_QPS
+from mlflow_dlaas.runs.schema import SERVER_MAX_QPS, SERVER_P99_AT_MAX_QPS
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
 from mlflow_dlaas.worker.main import serve
+from mlflow_dlaas.workloads.instance_processes import InstanceLayout
+from mlflow_dlaas.workloads.library_report import report_libraries
+from mlflow_dlaas.workloads.serving import (
+    in_fixed_batches,
+    inputs_of,
+    loadgen_dir,
+    loadgen_root,
+    options_of,
+    resolve_source,
+    sample_inputs,
+)
 
 log = logging.getLogger(__name__)
-OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
 CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
 LOADGEN_ARTIFACT_DIR = "loadgen"
-LOADGEN_DIR_ENV = "DLAAS_LOADGEN_DIR"
 #: A server rate chosen automatically is halved, at most this many times, while the runtime
 #: falls behind it (serves less than KEPT_UP of the offered rate, its queue growing).
 AUTO_RATE_BACKOFFS = 3
@@ -63,23 +63,6 @@ KEPT_UP = 0.85
 INSTANCES_ARTIFACT_DIR, INSTANCES_FILE = "instances", "instances.json"
 #: what a scenario runner measured: (scenario, batch size, result) per measurement
 Measured = list[tuple[str, int, LatencyResult]]
-
-
-def resolve_source(config: InferConfig, runtime: InferenceRuntime) -> ModelSource:
-    """The model to serve: prepared by the entry (a training run's, or a fresh ONNX export),
-    or built here from its spec by the runtime's own framework."""
-    if os.environ.get(SOURCE_ENV):
-        return run_source(Path(os.environ[SOURCE_ENV]))
-    shape = parse_shape(config.input_shape) if config.input_shape else None
-    if runtime.consumes == "pytorch":
-        return fresh_torch_source(config.model, shape, config.seed, None)
-    return fresh_native_source(config.model, shape, config.seed, runtime.name)
-
-
-def options_of(config: InferConfig) -> InferenceOptions:
-    return InferenceOptions(config.precision, config.device, config.graph_optimization_level,
-                            config.execution_mode, config.torch_compile, config.jit_compile,
-                            config.parallelism)
 
 
 def infer(config: InferConfig, channel: WorkerChannel) -> None:
@@ -116,19 +99,6 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
     _report_loadgen(channel, measured)
 
 
-def loadgen_root() -> Path:
-    """The run's folder of LoadGen logs (its ``loadgen/`` artifacts), named in the
-    environment so that instance processes started afterwards write there too."""
-    if not os.environ.get(LOADGEN_DIR_ENV):
-        os.environ[LOADGEN_DIR_ENV] = str(worker_dir())
-    return Path(os.environ[LOADGEN_DIR_ENV])
-
-
-def loadgen_dir(scenario: str, size: int) -> Path:
-    """Where LoadGen writes the logs of one test."""
-    return loadgen_root() / f"{scenario}_batch_{size}"
-
-
 def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
     """LoadGen's verdicts as tags, and its logs as artifacts."""
     judged = [(f"{name} batch {batch}", result) for name, batch, result in measured
@@ -145,18 +115,12 @@ def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
         channel.artifacts(logs, LOADGEN_ARTIFACT_DIR)
 
 
-def inputs_of(runtime: InferenceRuntime, source: ModelSource, config: InferConfig) -> Any:
-    """The scenarios' inputs: enough distinct samples for every batch size and query."""
-    return _inputs(runtime, source, config.seed + 1, OFFLINE_POOL * max(
-        *config.batch_sizes, config.server_max_batch, config.multi_stream_samples))
-
-
 def _serve_instances(channel: WorkerChannel, config: InferConfig) -> Measured:
-    """``instances`` pinned copies (:mod:`~mlflow_dlaas.inference.instances`): each
+    """``instances`` pinned copies (:mod:`~mlflow_dlaas.workloads.instance_processes`): each
     scenario's figures pooled over them, under the same keys as one process's; each
     instance's cores, threads and libraries as read back in it, and its own figures, in
     the artifact ``instances/instances.json``."""
-    layout = instances.InstanceLayout(config)
+    layout = InstanceLayout(config)
     try:
         with channel.phase("instances_load"):
             reports = layout.start()
@@ -181,22 +145,6 @@ def _serve_instances(channel: WorkerChannel, config: InferConfig) -> Measured:
         {"instances": [asdict(r) for r in reports], "measurements": own}, indent=2))
     channel.artifacts(out, INSTANCES_ARTIFACT_DIR)
     return measured
-
-
-def _inputs(runtime: InferenceRuntime, source: ModelSource, seed: int, n: int) -> Any:
-    """``n`` samples in the runtime's layout (the user's model: its own inputs, as a Feed)."""
-    if source.user is not None:
-        return inputs_for(source.user, n, seed)
-    return runtime.layout(fresh_inputs(source.input_shape, seed, n))
-
-
-def in_fixed_batches(predict: scenarios.Predictor, fixed: int) -> scenarios.Predictor:
-    """A predictor that takes any multiple of ``fixed`` samples (multi-stream queries)."""
-
-    def predict_any(x: Any) -> np.ndarray:
-        return predict(x) if len(x) == fixed else in_batches(predict, x, fixed)
-
-    return predict_any
 
 
 def _check_batching(source: ModelSource, config: InferConfig) -> None:
@@ -441,7 +389,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
     runtime.load()
     source = resolve_source(config, runtime)
     predict = runtime.prepare(source, options_of(config))
-    x = _inputs(runtime, source, config.seed + 1, 1)
+    x = sample_inputs(runtime, source, config.seed + 1, 1)
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
                                   config.warmup_queries)
     queue.put("loaded")

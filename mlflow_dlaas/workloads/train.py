@@ -18,10 +18,10 @@ from typing import Any
 from mlflow_dlaas.config import TrainConfig, as_cli_params
 from mlflow_dlaas.frameworks import get_framework
 from mlflow_dlaas.parallelism import worker_environment
-from mlflow_dlaas.tuning.pruning_link import PruningLink
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.pruning_link import PruningLink
 
 WORKER = "mlflow_dlaas.workloads.train_worker"
 #: Phases whose disturbance makes a run ``disturbed``; the train phase's peak memory, CPU

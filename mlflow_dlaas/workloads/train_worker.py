@@ -24,13 +24,13 @@ from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, writ
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
-from mlflow_dlaas.libraries.readback import report_libraries
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import process_settings_in_force
-from mlflow_dlaas.run_schema import TEST_ACCURACY, TIME_TO_ACCURACY, TRAIN_THROUGHPUT, TRAIN_TIME
+from mlflow_dlaas.runs.schema import TEST_ACCURACY, TIME_TO_ACCURACY, TRAIN_THROUGHPUT, TRAIN_TIME
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.main import serve
+from mlflow_dlaas.workloads.library_report import report_libraries
 
 log = logging.getLogger(__name__)
 EVAL_BATCH = 500

@@ -9,17 +9,17 @@ from dataclasses import dataclass
 import mlflow
 
 from mlflow_dlaas.config import TrainConfig
-from mlflow_dlaas.run_description import (
+from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.runs.schema import headline_text
+from mlflow_dlaas.runs.tracking import configure_tracking
+from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
+from mlflow_dlaas.worker.supervisor import run_worker
+from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
     name_active_run,
     training_run_name,
     variant_label,
 )
-from mlflow_dlaas.run_lifecycle import failing_run_guard, log_new_params
-from mlflow_dlaas.run_schema import headline_text
-from mlflow_dlaas.tracking import configure_tracking
-from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
-from mlflow_dlaas.worker.supervisor import run_worker
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.instances import instance_settings, layout
+from mlflow_dlaas.inference.instance_layout import instance_settings, layout
 from mlflow_dlaas.inference.latency import LatencyResult
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
 

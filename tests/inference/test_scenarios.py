@@ -236,7 +236,7 @@ def test_an_automatic_server_rate_backs_off_while_the_runtime_falls_behind(
     """Fast in the single-stream probe that picks the rate, slow when served: the rate is
     halved until the runtime keeps up, and every rate tried is a point of the load curve."""
     from mlflow_dlaas.inference.config import InferConfig
-    from mlflow_dlaas.workloads import infer_worker
+    from mlflow_dlaas.workloads import infer_worker, serving
 
     started: list[float] = []
 
@@ -254,7 +254,7 @@ def test_an_automatic_server_rate_backs_off_while_the_runtime_falls_behind(
         def metrics(self, values: dict, step: int | None = None) -> None:
             self.logged.append((values, step))
 
-    monkeypatch.setenv(infer_worker.LOADGEN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(serving.LOADGEN_DIR_ENV, str(tmp_path))
     channel = Channel()
     config = InferConfig(runtime="onnxruntime", server_max_batch=1)
     x = np.zeros((1, 1, 4, 4), dtype=np.float32)

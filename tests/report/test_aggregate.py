@@ -46,7 +46,7 @@ def test_batch_keys_become_rows_and_energy_is_per_prediction() -> None:
     assert rows["metrics.offline/throughput_samples_per_second"].tolist() == [100.0, 400.0]
     assert rows["metrics.load_time_seconds"].tolist() == [0.5, 0.5]
     assert rows["metrics.energy_per_1000_predictions_joules"].tolist() == [5.0, 5.0]
-    assert rows["metrics.energy_joules"].tolist() == [30.0, 30.0]
+    assert rows["metrics.whole_run_energy_joules"].tolist() == [30.0, 30.0]
 
 
 def test_no_energy_counter_means_no_energy_not_zero() -> None:
@@ -55,4 +55,4 @@ def test_no_energy_counter_means_no_energy_not_zero() -> None:
                          "metrics.offline/samples_total": [10.0]})
     rows = inference_rows(add_energy(runs))
     assert rows["metrics.energy_per_1000_predictions_joules"].isna().all()
-    assert rows["metrics.energy_joules"].isna().all()
+    assert rows["metrics.whole_run_energy_joules"].isna().all()

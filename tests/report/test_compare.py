@@ -28,7 +28,7 @@ def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
     assert "<td>tensorflow</td><td>1</td>" in training
     assert re.search(r"\d \[[\d.,]+–[\d.,]+\]", training), "median [IQR] for replicates"
     for heading in ("train time (s)", "accuracy", "time to accuracy (s)", "peak memory (MB)",
-                    "CPU % (train)", "energy (J)"):
+                    "CPU % (train)", "energy, whole run (J)"):
         assert f"<th>{heading}</th>" in training
     inference = html.split("<h2>Inference (per batch size)</h2>")[1].split("</table>")[0]
     assert inference.count("<tr>") == 1 + 3 * 2  # heading + 3 configurations x 2 batch sizes

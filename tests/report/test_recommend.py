@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mlflow_dlaas.report.goals import parse_bound, parse_goal
 from mlflow_dlaas.report.recommend import recommend
 from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES, best_possible_p, separate
+from mlflow_dlaas.runs.goals import parse_bound, parse_goal
 
 
 def _runs(times: dict[str, list[float]], memory: dict[str, float] | None = None,
@@ -20,7 +20,7 @@ def _runs(times: dict[str, list[float]], memory: dict[str, float] | None = None,
                          "host": "aaaaaaaaaaaa", "params.seed": str(seed),
                          "validity": (validity or {}).get(system, ["valid"] * 9)[seed],
                          "metrics.Headline/train_time_seconds": value,
-                         "metrics.peak_memory_megabytes": (memory or {}).get(system, 1e3)})
+                         "metrics.Headline/peak_memory_megabytes": (memory or {}).get(system, 1e3)})
     return pd.DataFrame(rows)
 
 

@@ -8,6 +8,7 @@ import pytest
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import TrialState, create_trial
 
+from mlflow_dlaas.optuna_access import internals
 from mlflow_dlaas.tuning import feasibility, run_links
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.outcome import no_completion_reason
@@ -28,10 +29,6 @@ def _spec(sampler: str, **extra: object):
                        **extra})
 
 
-def test_the_key_is_optunas() -> None:
-    assert feasibility.CONSTRAINTS_KEY == _CONSTRAINTS_KEY
-
-
 @pytest.mark.parametrize("sampler", ["tpe", "gp", "random", "grid", "nsga2"])
 def test_every_sampler_sees_the_constraints_and_best_is_the_best_feasible(sampler: str) -> None:
     spec = _spec(sampler)
@@ -43,7 +40,7 @@ def test_every_sampler_sees_the_constraints_and_best_is_the_best_feasible(sample
         trial = study.ask()
         x = suggest(trial, spec)["batch_size"] / 8
         accuracy = x / 6
-        feasibility.record_constraints(study, trial._trial_id,
+        feasibility.record_constraints(study, internals.trial_id(trial),
                                        [c.violation(accuracy) for c in spec.constraints])
         # the last grid point stops the study: told all the same
         driver._tell(study, trial, StopSignals(), [x])
@@ -64,7 +61,7 @@ def test_with_no_feasible_trial_none_is_best_and_the_closest_is_named() -> None:
     study = optuna.create_study(direction="minimize")
     for accuracy in (0.5, 0.8):
         trial = study.ask(X)
-        feasibility.record_constraints(study, trial._trial_id,
+        feasibility.record_constraints(study, internals.trial_id(trial),
                                        [c.violation(accuracy) for c in spec.constraints])
         study.tell(trial, 1.0)
     assert feasibility.best_trials(study, spec) == []

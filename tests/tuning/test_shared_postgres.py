@@ -124,7 +124,7 @@ def test_three_processes_open_a_fresh_postgres_tracking_database_at_once(
     import sys
 
     mlflow_db, _ = databases
-    code = ("from mlflow_dlaas.tracking import configure_tracking, ensure_experiment\n"
+    code = ("from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment\n"
             "configure_tracking(announce=False)\nprint(ensure_experiment('fresh-pg'))\n")
     env = dict(os.environ, MLFLOW_TRACKING_URI=mlflow_db)
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,

@@ -22,16 +22,6 @@ EXECUTION_MODES = ("sequential", "parallel")
 TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
 
 
-def require_onnx(source: ModelSource, runtime: str) -> Path:
-    if source.onnx_path is None or not source.onnx_path.is_file():
-        if source.user is not None:
-            raise ConfigError(f"the {runtime} runtime serves ONNX, and {source.name} has no "
-                              "ONNX file")
-        raise ConfigError(f"the {runtime} runtime serves an ONNX export, and run "
-                          f"{source.run_id} has none (its tag dlaas.onnx says why)")
-    return source.onnx_path
-
-
 class OnnxRuntimeRuntime(InferenceRuntime):
     name = "onnxruntime"
     module = "onnxruntime"
@@ -83,7 +73,7 @@ class OnnxRuntimeRuntime(InferenceRuntime):
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         ort = self.ort
-        path = require_onnx(source, self.name)
+        path = source.onnx_file(self.name)
         if options.graph_optimization_level not in OPT_LEVELS:
             raise ConfigError(f"graph_optimization_level must be one of {', '.join(OPT_LEVELS)}")
         if options.execution_mode not in EXECUTION_MODES:

@@ -9,7 +9,6 @@ import numpy as np
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.runtimes.onnxruntime import require_onnx
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
 from mlflow_dlaas.libraries.settings import refuse_unusable
@@ -62,7 +61,7 @@ class OpenVINORuntime(InferenceRuntime):
             config["INFERENCE_NUM_THREADS"] = options.parallelism.intra_op_threads
         if options.parallelism.inter_op_threads is not None:
             config["NUM_STREAMS"] = options.parallelism.inter_op_threads
-        path = require_onnx(source, self.name)
+        path = source.onnx_file(self.name)
         try:
             compiled = core.compile_model(str(path), "CPU", config)
         except RuntimeError as e:  # unreadable or unsupported model: its own words, short

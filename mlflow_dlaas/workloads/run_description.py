@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import mlflow
 
 from mlflow_dlaas.parallelism import ParallelismSettings
-from mlflow_dlaas.run_schema import headline_text
+from mlflow_dlaas.runs.schema import headline_text
 
 NOTE_TAG = "mlflow.note.content"
 #: Set by a study on its trials (``trial-12-r0``): such names are kept.

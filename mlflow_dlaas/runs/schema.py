@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from mlflow_dlaas.errors import ConfigError
 
@@ -56,6 +57,60 @@ LABELS: Mapping[str, tuple[str, str]] = {
 
 #: A phase's peak memory, as logged per phase (``train/peak_proc_rss_megabytes``).
 PHASE_PEAK_MEMORY = "peak_proc_rss_megabytes"
+
+# Figures the report derives from the logged ones (report/derived.py computes them)
+WHOLE_RUN_ENERGY = "whole_run_energy_joules"
+ENERGY_PER_1000 = "energy_per_1000_predictions_joules"
+# Detail keys people optimize or bound by name
+TEST_TIME = "test_time_seconds"
+RUN_CPU_TIME = "run/proc_cpu_seconds"
+LOAD_TIME = "load_time_seconds"
+P50_LATENCY = "single_stream/latency_p50_ms"
+P99_LATENCY = "single_stream/latency_p99_ms"
+INFERENCE_THROUGHPUT = "offline/throughput_samples_per_second"
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A short name people type for a metric, with the direction that is better."""
+
+    metric: str
+    direction: str  # maximize | minimize
+    meaning: str
+
+
+#: The names objectives and bounds may use in study specs, ``compare`` and ``recommend``,
+#: each with one meaning everywhere. Inference latencies and throughput are per batch size:
+#: a study reads the last batch size logged (fix batch_sizes to one value, or name the flat
+#: key, e.g. ``offline/batch_32/throughput_samples_per_second``); the report judges each
+#: (configuration, batch size).
+ALIASES: Mapping[str, Alias] = {
+    "accuracy": Alias(TEST_ACCURACY, "maximize", "test accuracy after the last epoch"),
+    "test_accuracy": Alias(TEST_ACCURACY, "maximize", "test accuracy after the last epoch"),
+    "train_time": Alias(TRAIN_TIME, "minimize", "training time of the epochs"),
+    "test_time": Alias(TEST_TIME, "minimize", "time to evaluate the test set"),
+    "time_to_accuracy": Alias(TIME_TO_ACCURACY, "minimize",
+                              "training time until the target accuracy"),
+    "train_throughput": Alias(TRAIN_THROUGHPUT, "maximize", "training samples per second"),
+    "peak_memory": Alias(PEAK_MEMORY, "minimize", "peak memory of the measured phases (MB)"),
+    "peak_rss": Alias(PEAK_MEMORY, "minimize", "peak memory of the measured phases (MB)"),
+    "cpu_seconds": Alias(RUN_CPU_TIME, "minimize", "CPU seconds of the whole process tree"),
+    "energy": Alias(ENERGY, "minimize", "energy of the measured phases (J)"),
+    "whole_run_energy": Alias(WHOLE_RUN_ENERGY, "minimize",
+                              "energy of the whole run, CPU packages and GPUs (J; report)"),
+    "energy_per_1000_predictions": Alias(ENERGY_PER_1000, "minimize",
+                                         "energy per 1,000 predictions (J; report)"),
+    "p50_latency": Alias(P50_LATENCY, "minimize", "single-stream p50 latency (ms)"),
+    "p99_latency": Alias(P99_LATENCY, "minimize", "single-stream p99 latency (ms)"),
+    "inference_throughput": Alias(INFERENCE_THROUGHPUT, "maximize",
+                                  "offline inference samples per second"),
+    "load_time": Alias(LOAD_TIME, "minimize", "time to load the model (s)"),
+}
+#: Names that meant two figures in earlier versions: which name to write instead.
+AMBIGUOUS: Mapping[str, str] = {
+    "throughput": "train_throughput (training samples/s) or inference_throughput (offline "
+                  "inference samples/s)",
+}
 
 #: Keys of runs made before the headline section: old key -> (new key, factor to its unit).
 RENAMED: Mapping[str, tuple[str, float]] = {

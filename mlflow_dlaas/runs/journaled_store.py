@@ -1,4 +1,4 @@
-"""MLflow's side of the run journal (:mod:`mlflow_dlaas.run_journal`): a tracking server's
+"""MLflow's side of the run journal (:mod:`mlflow_dlaas.runs.journal`): a tracking server's
 REST store and artifact repository whose writes are journaled first, sent in order, and held
 while the server does not answer; and the bounds on every request to it.
 
@@ -39,8 +39,8 @@ from mlflow.tracking._tracking_service import utils as tracking_utils
 from mlflow.utils.credentials import get_default_host_creds
 
 from mlflow_dlaas.errors import TrackingUnavailableError
-from mlflow_dlaas.run_journal import Operation, RunJournal
-from mlflow_dlaas.tracking import is_unreachable, redact_text, redact_uri
+from mlflow_dlaas.runs.journal import Operation, RunJournal
+from mlflow_dlaas.runs.store_uri import is_unreachable, redact_text, redact_uri
 
 T = TypeVar("T")
 #: The REST calls that write to one run, by MLflow's request names.
@@ -469,8 +469,8 @@ def resend_journals(paths: list[Path]) -> None:
     """``mlflow-dlaas resend``: send every journal at ``paths`` (default: all of this
     machine's) whose process has ended, each to MLFLOW_TRACKING_URI where set, else to the
     server it was logged to."""
-    from mlflow_dlaas.run_journal import journal_root, journals_in
-    from mlflow_dlaas.tracking import TRACKING_ENV
+    from mlflow_dlaas.runs.journal import journal_root, journals_in
+    from mlflow_dlaas.runs.store_uri import TRACKING_ENV
 
     journals = journals_in(paths or [journal_root()])
     live = [j for j in journals if j.writer_alive()]

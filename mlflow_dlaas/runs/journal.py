@@ -10,7 +10,7 @@ Replaying is idempotent: an operation sent twice (a stop between sending it and 
 writes the same metric, param, tag, status or file again, which the server keeps once.
 
 The MLflow side (which calls are journaled, how one is sent) is
-:mod:`mlflow_dlaas.journaled_store`; this module knows files and order only.
+:mod:`mlflow_dlaas.runs.journaled_store`; this module knows files and order only.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class RunJournal:
     def open(cls, run_id: str, tracking_uri: str, root: Path | None = None) -> RunJournal:
         """This process's journal of ``run_id`` (created if absent, readable by its user
         only); ``tracking_uri`` is recorded with its credentials hidden, for ``resend``."""
-        from mlflow_dlaas.ownership import Owner
-        from mlflow_dlaas.tracking import redact_uri
+        from mlflow_dlaas.runs.ownership import Owner
+        from mlflow_dlaas.runs.store_uri import redact_uri
 
         folder = (root or journal_root()) / run_id / str(os.getpid())
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ class RunJournal:
 
     def writer_alive(self) -> bool:
         """Whether the process that writes this journal still runs (it sends it itself)."""
-        from mlflow_dlaas.ownership import Owner
+        from mlflow_dlaas.runs.ownership import Owner
 
         owner = Owner.from_tags(self._about().get("owner", {}))
         return owner is not None and owner.is_dead() is False

@@ -15,9 +15,9 @@ import mlflow
 from mlflow.entities import Param, Run
 
 from mlflow_dlaas.errors import DiskFullError
-from mlflow_dlaas.ownership import OWNER_HOST_TAG, Owner, owner_tags
-from mlflow_dlaas.run_journal import journal_root
-from mlflow_dlaas.tracking import redact_text
+from mlflow_dlaas.runs.journal import journal_root
+from mlflow_dlaas.runs.ownership import OWNER_HOST_TAG, Owner, owner_tags
+from mlflow_dlaas.runs.store_uri import redact_text
 
 REASON_TAG = "dlaas.failure_reason"
 #: How many of this host's RUNNING runs one sweep looks at.

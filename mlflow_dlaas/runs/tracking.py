@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import socket
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from mlflow_dlaas.errors import TrackingUnavailableError
-from mlflow_dlaas.store_lock import initialise_tracking_store
+from mlflow_dlaas.runs.store_lock import initialise_tracking_store
+from mlflow_dlaas.runs.store_uri import (
+    ACTIVE_ENV,
+    TRACKING_ENV,
+    embedded_uri,
+    redact_text,
+    redact_uri,
+)
 
-TRACKING_ENV = "MLFLOW_TRACKING_URI"
-ACTIVE_ENV = "MLFLOW_DLAAS_ACTIVE"
-EMBEDDED_DB = "mlflow.db"
 #: MLflow's switch for its "View run ... at: URL" lines.
 SUPPRESS_URL_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 #: How long a command waits for a tracking server or database that does not answer (MLflow
@@ -46,14 +48,6 @@ class TrackingTarget:
         return f"mlflow ui --backend-store-uri {shown}"
 
 
-def embedded_uri(directory: Path | None = None) -> str:
-    """The SQLite URI of the embedded store in ``directory`` (default: the working directory).
-
-    Artifacts go where MLflow puts them for such a store: ``./mlruns`` beside it.
-    """
-    return f"sqlite:///{(directory or Path.cwd()).resolve() / EMBEDDED_DB}"
-
-
 _ANNOUNCED: set[str] = set()
 _OPENED: set[str] = set()
 
@@ -79,7 +73,7 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     quiet_run_links(target.uri)
     mlflow.set_tracking_uri(target.uri)
     if target.uri.startswith(("http://", "https://")):
-        from mlflow_dlaas.journaled_store import journal_runs_sent_to
+        from mlflow_dlaas.runs.journaled_store import journal_runs_sent_to
 
         journal_runs_sent_to(target.uri)
     if announce and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
@@ -91,7 +85,7 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
         _OPENED.add(target.uri)
         initialise_tracking_store(target.uri)
         if announce:  # a command opening the store, not a workload under one
-            from mlflow_dlaas.run_lifecycle import end_runs_of_dead_owners
+            from mlflow_dlaas.runs.lifecycle import end_runs_of_dead_owners
 
             end_runs_of_dead_owners(mlflow.MlflowClient())
     return target
@@ -112,28 +106,6 @@ def ensure_experiment(name: str) -> str:
         if again is None:
             raise
         return again.experiment_id
-
-
-def redact_uri(uri: str) -> str:
-    """Hide credentials in a URI: ``user:secret@`` keeps the user, a bare ``token@`` is masked
-    whole, and a query string (``?password=``, ``?token=``) is dropped."""
-    if "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    rest = rest.split("?", 1)[0]
-    if "@" not in rest:
-        return f"{scheme}://{rest}"
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://***@{host}"
-
-
-_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-
-
-def redact_text(text: str) -> str:
-    """``text`` with every URI in it redacted by :func:`redact_uri` (error messages, values)."""
-    return _URI.sub(lambda found: redact_uri(found.group(0)), text)
 
 
 def quiet_run_links(uri: str) -> None:
@@ -215,19 +187,3 @@ def _check_login(uri: str, within_s: float, role: str, fix: str) -> None:
             "password and database name in its URI") from None
     finally:
         engine.dispose()
-
-
-def is_unreachable(error: BaseException) -> bool:
-    """Whether ``error`` says the server did not answer (refused, timed out, reset, 5xx after
-    retries) rather than refused the request itself."""
-    import requests
-
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (requests.exceptions.RequestException, ConnectionError,
-                                TimeoutError)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False

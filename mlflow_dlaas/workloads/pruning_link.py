@@ -88,8 +88,8 @@ def _open_trial(link: Mapping[str, Any]) -> Any:
     """The trial ``link`` names, in a study with the driver's pruner."""
     import optuna
 
-    from mlflow_dlaas.tuning.sampling import make_pruner
-    from mlflow_dlaas.tuning.storage import make_storage
+    from mlflow_dlaas.optuna_access.pruners import make_pruner
+    from mlflow_dlaas.optuna_access.storage import make_storage
 
     storage, _ = make_storage(link["storage"])
     # a sampler that leaves the trial alone (the driver's samples it)

@@ -11,15 +11,16 @@ import mlflow
 import optuna
 import pytest
 
-from mlflow_dlaas.tuning.pruning_link import (
+from mlflow_dlaas.optuna_access import internals
+from mlflow_dlaas.optuna_access.storage import absolute_url
+from mlflow_dlaas.worker.channel import Checkpoints, decode
+from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
+from mlflow_dlaas.workloads.pruning_link import (
     PRUNED_TAG,
     PRUNING_ENV,
     PruningLink,
     pruning_environment,
 )
-from mlflow_dlaas.tuning.storage import absolute_url
-from mlflow_dlaas.worker.channel import Checkpoints, decode
-from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,8 +45,8 @@ def test_the_entry_reports_to_the_trial_and_learns_the_decision_at_once(
     good, hopeless = study.ask(), study.ask()
     for trial, accuracy, expected in ((good, 0.9, None), (hopeless, 0.1, "pruned")):
         monkeypatch.setenv(PRUNING_ENV, pruning_environment(
-            storage_url=url, study_name="pruned", trial_id=trial._trial_id, pruner="median",
-            metric="test_accuracy")[PRUNING_ENV])
+            storage_url=url, study_name="pruned", trial_id=internals.trial_id(trial),
+            pruner="median", metric="test_accuracy")[PRUNING_ENV])
         link = PruningLink.from_environment()
         assert PRUNING_ENV not in os.environ  # the worker, started next, never sees it
         with mlflow.start_run() as run:
@@ -58,7 +59,8 @@ def test_the_entry_reports_to_the_trial_and_learns_the_decision_at_once(
             assert reason == ("pruned after epoch 1 by the study's median pruner "
                               "(test_accuracy 0.1)")
             assert tags[PRUNED_TAG] == "true"
-        assert study._storage.get_trial(trial._trial_id).intermediate_values == {1: accuracy}
+        kept = internals.storage_of(study).get_trial(internals.trial_id(trial))
+        assert kept.intermediate_values == {1: accuracy}
     assert PruningLink.from_environment() is None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from mlflow_dlaas.run_schema import current_name
+from mlflow_dlaas.runs.schema import current_name
 
 #: Per-phase monitor statistics logged as metrics; ``{phase}/...`` energy keys also are.
 PHASE_STATISTICS = ("duration_seconds", "peak_proc_rss_bytes", "proc_cpu_seconds",

@@ -1,97 +1,38 @@
-"""``instances`` x ``cores_per_instance``: copies of one model in pinned worker processes.
-
-The launcher-style layout (PyTorch's ``torch.backends.xeon.run_cpu --ninstances``): N
-processes, each pinned to its own disjoint set of ``cores_per_instance`` logical CPUs, with
-as many intra-op threads (and OpenMP threads) as it has cores unless the run gives them.
-Every instance loads its own copy of the model and reads back its own libraries and
-affinity; then, scenario by scenario and batch size by batch size, all start together
-(a barrier) and run the same measurement. Their latencies are pooled (the percentiles of
-all queries of all instances) and their throughput added up: all their samples over the
-longest instance's window, which never exceeds the sum of their own throughputs.
-
-Unlike the ``ensemble`` scenario (several copies, batch-1 single-stream only, measured as
-one scenario beside the others), this layout runs every scenario of the run as N copies.
-"""
+"""The instance processes of an ``instances`` > 1 run: N pinned copies of the model, each
+loading its own copy and reading back its own libraries and affinity, all starting each
+measurement together (a barrier); their latencies are pooled and their throughput added up
+(the layout: :mod:`mlflow_dlaas.inference.instance_layout`)."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
 import queue as queues
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference import scenarios
+from mlflow_dlaas.inference.config import InferConfig
+from mlflow_dlaas.inference.instance_layout import LAYOUT_SCENARIOS, instance_settings, layout
 from mlflow_dlaas.inference.latency import LatencyResult
+from mlflow_dlaas.inference.runtimes import get_runtime
+from mlflow_dlaas.libraries.readback import problems, read_back
+from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.worker.lifeline import die_with_parent
+from mlflow_dlaas.workloads.serving import (
+    in_fixed_batches,
+    inputs_of,
+    loadgen_dir,
+    options_of,
+    resolve_source,
+)
 
-if TYPE_CHECKING:
-    from mlflow_dlaas.inference.config import InferConfig
-    from mlflow_dlaas.parallelism import ParallelismSettings
-
-#: The scenarios an instance layout runs (server and ensemble have their own arrival
-#: process and copies; a per-instance Poisson source is not what either measures).
-LAYOUT_SCENARIOS = ("single_stream", "multi_stream", "offline")
 LOAD_TIMEOUT_S = 600.0
 #: (batch size or samples per query, the instance's result with its raw latencies)
 Measurement = tuple[int, LatencyResult]
-
-
-def usable_cores(settings: ParallelismSettings) -> list[int]:
-    """The logical CPUs the run may use: ``cpu_affinity``, else this process's affinity."""
-    if settings.cpu_affinity:
-        return sorted(settings.cpu_affinity)
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-def check_layout(instances: int, cores_per_instance: int, scenario_names: Sequence[str],
-                 settings: ParallelismSettings) -> None:
-    """ConfigError where the layout cannot be laid out on the cores the run may use."""
-    if instances < 1 or cores_per_instance < 0:
-        raise ConfigError(f"instances must be >= 1 and cores_per_instance >= 0 (0: the usable "
-                          f"cores split evenly), got {instances} and {cores_per_instance}")
-    if instances == 1:
-        if cores_per_instance:
-            raise ConfigError("cores_per_instance applies to instances > 1; to run one "
-                              "process on fewer cores, give cpu_affinity (e.g. '0-1')")
-        return
-    layout(instances, cores_per_instance, settings)
-    others = [s for s in scenario_names if s not in LAYOUT_SCENARIOS]
-    if others:
-        raise ConfigError(f"instances={instances} runs {', '.join(LAYOUT_SCENARIOS)} as "
-                          f"copies; {', '.join(others)} cannot be (they bring their own "
-                          "copies or arrival process): run them with instances=1")
-
-
-def layout(instances: int, cores_per_instance: int, settings: ParallelismSettings
-           ) -> list[tuple[int, ...]]:
-    """Each instance's cores: consecutive, disjoint blocks of the usable cores."""
-    cores = usable_cores(settings)
-    per = cores_per_instance or len(cores) // instances
-    if per < 1 or instances * per > len(cores):
-        where = (f"cpu_affinity {','.join(map(str, cores))}" if settings.cpu_affinity
-                 else f"the {len(cores)} cores this process may use ({_ranges(cores)})")
-        raise ConfigError(f"instances={instances} x cores_per_instance={per or 1} needs "
-                          f"{instances * max(per, 1)} cores, but the run has {where}; lower "
-                          "instances or cores_per_instance")
-    return [tuple(cores[i * per:(i + 1) * per]) for i in range(instances)]
-
-
-def _ranges(cores: list[int]) -> str:
-    return ",".join(map(str, cores)) if len(cores) <= 8 else f"{cores[0]}-{cores[-1]}"
-
-
-def instance_settings(settings: ParallelismSettings, cores: tuple[int, ...]
-                      ) -> ParallelismSettings:
-    """One instance's settings: its cores, and as many intra-op threads as cores unless the
-    run gives a count."""
-    return replace(settings, cpu_affinity=cores,
-                   intra_op_threads=settings.intra_op_threads or len(cores))
 
 
 @dataclass(frozen=True)
@@ -203,28 +144,24 @@ def _instance_main(config: InferConfig, index: int, cores: tuple[int, ...], pare
 
 def _load_instance(config: InferConfig, index: int, cores: tuple[int, ...], results: Any
                    ) -> Callable[[str, Any], list[Measurement]]:
-    from mlflow_dlaas.libraries.readback import problems, read_back
-    from mlflow_dlaas.parallelism import worker_environment
-    from mlflow_dlaas.workloads import infer_worker
-
     settings = instance_settings(config.parallelism, cores)
     os.sched_setaffinity(0, cores)
-    runtime = infer_worker.get_runtime(config.runtime)
+    runtime = get_runtime(config.runtime)
     # what the libraries read at load: this instance's thread counts (MXNet's OpenMP pool)
     os.environ.update(worker_environment(settings, runtime.environment(settings)))
     if settings.omp_threads is None:
         os.environ["OMP_NUM_THREADS"] = str(len(cores))
     instance_config = replace(config, parallelism=settings, instances=1, cores_per_instance=0)
     runtime.load()
-    source = infer_worker.resolve_source(instance_config, runtime)
-    predict = runtime.prepare(source, infer_worker.options_of(instance_config))
+    source = resolve_source(instance_config, runtime)
+    predict = runtime.prepare(source, options_of(instance_config))
     if source.user is not None and source.user.fixed_batch:
-        predict = infer_worker.in_fixed_batches(predict, source.user.fixed_batch)
+        predict = in_fixed_batches(predict, source.user.fixed_batch)
     found = read_back(runtime.native_library, runtime.libraries_in_force())
     issues = problems(config.parallelism, found, runtime.name)
     if issues:
         raise WorkloadError("library settings not in force: " + "; ".join(issues))
-    data = infer_worker.inputs_of(runtime, source, config)
+    data = inputs_of(runtime, source, config)
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
                                   config.warmup_queries)
     results.put(("loaded", InstanceReport(
@@ -233,7 +170,7 @@ def _load_instance(config: InferConfig, index: int, cores: tuple[int, ...], resu
 
     def serve(scenario: str, barrier: Any) -> list[Measurement]:
         measured = []
-        logs = lambda size: infer_worker.loadgen_dir(scenario, size) / f"instance_{index}"  # noqa: E731
+        logs = lambda size: loadgen_dir(scenario, size) / f"instance_{index}"  # noqa: E731
         for size, run in _plan(scenario, predict, data, config, rule, logs):
             barrier.wait()  # every instance starts this measurement together
             measured.append((size, run()))

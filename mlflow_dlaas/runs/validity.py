@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mlflow_dlaas.curation import RUN_PHASE
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.runs.curation import RUN_PHASE
 
 VALIDITY_TAG = "dlaas.validity"
 VALIDITY_REASON_TAG = "dlaas.validity_reason"

@@ -1,0 +1,81 @@
+"""What the measured inference worker serves and with what: the model source, the runtime's
+options, the inputs of the scenarios, and where LoadGen writes its logs (shared by the
+worker and its instance processes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlflow_dlaas.inference import scenarios
+from mlflow_dlaas.inference.config import InferConfig
+from mlflow_dlaas.inference.runtimes import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.inference.source import (
+    SOURCE_ENV,
+    ModelSource,
+    fresh_inputs,
+    fresh_native_source,
+    fresh_torch_source,
+    parse_shape,
+    run_source,
+)
+from mlflow_dlaas.inference.user_model import in_batches, inputs_for
+from mlflow_dlaas.worker.channel import worker_dir
+
+OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
+LOADGEN_DIR_ENV = "DLAAS_LOADGEN_DIR"
+
+
+def resolve_source(config: InferConfig, runtime: InferenceRuntime) -> ModelSource:
+    """The model to serve: prepared by the entry (a training run's, or a fresh ONNX export),
+    or built here from its spec by the runtime's own framework."""
+    if os.environ.get(SOURCE_ENV):
+        return run_source(Path(os.environ[SOURCE_ENV]))
+    shape = parse_shape(config.input_shape) if config.input_shape else None
+    if runtime.consumes == "pytorch":
+        return fresh_torch_source(config.model, shape, config.seed, None)
+    return fresh_native_source(config.model, shape, config.seed, runtime.name)
+
+
+def options_of(config: InferConfig) -> InferenceOptions:
+    return InferenceOptions(config.precision, config.device, config.graph_optimization_level,
+                            config.execution_mode, config.torch_compile, config.jit_compile,
+                            config.parallelism)
+
+
+def loadgen_root() -> Path:
+    """The run's folder of LoadGen logs (its ``loadgen/`` artifacts), named in the
+    environment so that instance processes started afterwards write there too."""
+    if not os.environ.get(LOADGEN_DIR_ENV):
+        os.environ[LOADGEN_DIR_ENV] = str(worker_dir())
+    return Path(os.environ[LOADGEN_DIR_ENV])
+
+
+def loadgen_dir(scenario: str, size: int) -> Path:
+    """Where LoadGen writes the logs of one test."""
+    return loadgen_root() / f"{scenario}_batch_{size}"
+
+
+def inputs_of(runtime: InferenceRuntime, source: ModelSource, config: InferConfig) -> Any:
+    """The scenarios' inputs: enough distinct samples for every batch size and query."""
+    return sample_inputs(runtime, source, config.seed + 1, OFFLINE_POOL * max(
+        *config.batch_sizes, config.server_max_batch, config.multi_stream_samples))
+
+
+def sample_inputs(runtime: InferenceRuntime, source: ModelSource, seed: int, n: int) -> Any:
+    """``n`` samples in the runtime's layout (the user's model: its own inputs, as a Feed)."""
+    if source.user is not None:
+        return inputs_for(source.user, n, seed)
+    return runtime.layout(fresh_inputs(source.input_shape, seed, n))
+
+
+def in_fixed_batches(predict: scenarios.Predictor, fixed: int) -> scenarios.Predictor:
+    """A predictor that takes any multiple of ``fixed`` samples (multi-stream queries)."""
+
+    def predict_any(x: Any) -> np.ndarray:
+        return predict(x) if len(x) == fixed else in_batches(predict, x, fixed)
+
+    return predict_any
