@@ -63,7 +63,7 @@ def _give_launcher_run_the_reason(reason: str) -> None:
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return
-    from mlflow_dlaas.runs.lifecycle import REASON_TAG
+    from mlflow_dlaas.runs.schema import REASON_TAG
 
     try:
         import mlflow

@@ -24,7 +24,7 @@ import mlflow
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError, WorkloadError
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run
 from mlflow_dlaas.libraries.settings import installed_choices
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 DEMO_EXPERIMENT = "dlaas-demo"

@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_dlaas.hardware import cpu_info, host_hash, nvidia_gpu_models
+from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX, HOST_TAG
 from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, redact_text
 
-TAG_PREFIX = "dlaas.env."
-#: The run tag that names the hardware a run measured on (the fingerprint's ``host_hash``).
-HOST_TAG = "dlaas.host"
 TAG_VALUE_LIMIT = 500
 #: Fingerprint entries that are tags besides versions and performance variables: the rest
 #: (flags, microcode, builds ...) is in the artifact, so a run's overview stays legible.
@@ -241,7 +239,7 @@ def as_tags(data: Mapping[str, Any]) -> dict[str, str]:
         if value is None or not is_identity(key):
             continue
         text = value if isinstance(value, str) else json.dumps(value)
-        tags[TAG_PREFIX + key] = text[:TAG_VALUE_LIMIT]
+        tags[ENV_TAG_PREFIX + key] = text[:TAG_VALUE_LIMIT]
     if data.get("host_hash"):
         tags[HOST_TAG] = data["host_hash"]
     return tags

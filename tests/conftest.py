@@ -22,7 +22,7 @@ import pytest
 from mlflow.environment_variables import MLFLOW_ENV_ROOT
 
 from mlflow_dlaas.launch import BUILT_ENVIRONMENTS, environment_lock
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.runs.store_lock import wait_for_sqlite_locks
 from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mlflow
 
-from mlflow_dlaas.environment import TAG_PREFIX
+from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX as TAG_PREFIX
 
 #: At most this many metric keys on a run, so that the headline figures can be found.
 TRAINING_METRIC_BUDGET = 60

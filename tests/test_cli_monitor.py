@@ -13,7 +13,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import runs_of
 
 CHILD = (

@@ -12,7 +12,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import ROOT, THREADING_STUDY, CommandResult, run_as_user, user_folder
 
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))

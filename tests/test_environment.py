@@ -10,15 +10,15 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.environment import (
-    HOST_TAG,
     NOT_RECORDED,
-    TAG_PREFIX,
     DlaasRunContextProvider,
     as_tags,
     fingerprint,
     performance_env,
     write_fingerprint,
 )
+from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX as TAG_PREFIX
+from mlflow_dlaas.runs.schema import HOST_TAG
 from mlflow_dlaas.runs.store_uri import ACTIVE_ENV
 
 SECRETS = {

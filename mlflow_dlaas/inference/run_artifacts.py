@@ -16,6 +16,7 @@ from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE, run_id_from
 from mlflow_dlaas.inference.user_model import local_path
+from mlflow_dlaas.runs.schema import FRAMEWORK_TAG
 from mlflow_dlaas.runs.store_uri import redact_text
 
 
@@ -46,7 +47,7 @@ def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Pat
                                                 dst_path=str(directory))
     about = {"run_id": run_id, "model": params["model"], "input_shape": params["input_shape"],
              "num_classes": params.get("num_classes", "10"),
-             "framework": run.data.tags.get("dlaas.framework", "unknown")}
+             "framework": run.data.tags.get(FRAMEWORK_TAG, "unknown")}
     (directory / SOURCE_FILE).write_text(json.dumps(about))
     return directory
 

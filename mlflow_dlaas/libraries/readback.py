@@ -20,6 +20,7 @@ from typing import Any
 
 from mlflow_dlaas.errors import WorkloadError
 from mlflow_dlaas.libraries.settings import POLICY_VARIABLES, LibraryChoices, library_file
+from mlflow_dlaas.runs.schema import MAPPED_TAG
 
 #: (symbol, version) the frameworks bind for OpenMP: GCC's current and old parallel-region
 #: calls and the API's thread count.
@@ -35,7 +36,6 @@ INTEL_BINDING = 5
 KMP_AFFINITY_BINDS = ("compact", "scatter", "balanced", "explicit")
 INFINITE_BLOCKTIME = 2**31 - 1
 ARTIFACT_DIR, ARTIFACT_FILE = "libraries", "readback.json"
-MAPPED_TAG = "dlaas.libraries.mapped"
 
 
 class LibraryNotInForce(WorkloadError):

@@ -16,8 +16,8 @@ import mlflow
 from mlflow_dlaas.environment import REDACTED, SECRET_NAME, redact_value
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
 from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.runs.schema import COMMAND_TAG, ENTRY_TAG, EXIT_CODE_TAG, REASON_TAG
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -105,8 +105,8 @@ def run_monitored(
     run_id = run.info.run_id
     status = "KILLED"
     try:
-        mlflow.set_tags({"dlaas.command": " ".join(redact_command(command))[:5000],
-                         "dlaas.entry": "monitor"})
+        mlflow.set_tags({COMMAND_TAG: " ".join(redact_command(command))[:5000],
+                         ENTRY_TAG: "monitor"})
         outcome = _launch_and_watch(command, run_id, interval_s)
         status = "FINISHED" if outcome.exit_code == 0 else "FAILED"
         if outcome.exit_code != 0:
@@ -163,7 +163,7 @@ def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> Com
             "kernel_max_rss_bytes": float(outcome.kernel_max_rss_bytes),
         }
     )
-    mlflow.set_tag("dlaas.exit_code", str(exit_code))
+    mlflow.set_tag(EXIT_CODE_TAG, str(exit_code))
     return outcome
 
 

@@ -15,6 +15,11 @@ from mlflow_dlaas.monitor.metrics import timeline_name
 from mlflow_dlaas.monitor.timeline import MonitorResult, Sample
 from mlflow_dlaas.monitor.timeline_plot import plot_timeline
 from mlflow_dlaas.runs.curation import curated_phase_summary
+from mlflow_dlaas.runs.schema import (
+    MONITOR_INTERVAL_TAG,
+    MONITOR_PROBE_ERRORS_TAG,
+    MONITOR_UNAVAILABLE_TAG_PREFIX,
+)
 
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 ARTIFACT_DIR = "monitor"
@@ -48,11 +53,11 @@ class MlflowSink:
         timeline, every statistic and a plot with the phases marked as artifacts."""
         self.flush()
         self._log_metrics(curated_phase_summary(result.summary))
-        tags = {"dlaas.monitor.interval_s": str(interval_s)}
+        tags = {MONITOR_INTERVAL_TAG: str(interval_s)}
         if result.probe_errors:
-            tags["dlaas.monitor.probe_errors"] = str(result.probe_errors)
+            tags[MONITOR_PROBE_ERRORS_TAG] = str(result.probe_errors)
         for source, reason in result.unavailable.items():
-            tags[f"dlaas.monitor.unavailable.{source}"] = reason[:500]
+            tags[f"{MONITOR_UNAVAILABLE_TAG_PREFIX}{source}"] = reason[:500]
         self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         with tempfile.TemporaryDirectory() as tmp:
             Path(tmp, "timeline.csv").write_text(result.timeline.to_csv())

@@ -8,21 +8,33 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Run, ViewType
 
-from mlflow_dlaas.environment import HOST_TAG, TAG_PREFIX
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.hosts import UNKNOWN_HOST
-from mlflow_dlaas.runs.schema import current_metrics
-from mlflow_dlaas.runs.validity import VALIDITY_REASON_TAG, VALIDITY_TAG
+from mlflow_dlaas.runs.schema import (
+    ENTRY_TAG,
+    ENV_TAG_PREFIX,
+    FRAMEWORK_TAG,
+    HOST_TAG,
+    ORPHANED_TAG,
+    REASON_TAG,
+    ROLE_TAG,
+    RUNTIME_TAG,
+    STUDY_TAG,
+    TRIAL_NUMBER_TAG,
+    VALIDITY_REASON_TAG,
+    VALIDITY_TAG,
+    current_metrics,
+)
 
 PAGE_SIZE = 1000
 #: runs that describe other runs, never measured themselves
 NOT_MEASUREMENTS = ("report", "study")
 #: tags copied into the table as plain columns
-TAG_COLUMNS = {"dlaas.entry": "entry", "dlaas.framework": "framework",
-               "dlaas.runtime": "runtime", "dlaas.study": "study",
-               "dlaas.trial_number": "trial_number", "dlaas.failure_reason": "failure_reason",
+TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
+               RUNTIME_TAG: "runtime", STUDY_TAG: "study",
+               TRIAL_NUMBER_TAG: "trial_number", REASON_TAG: "failure_reason",
                VALIDITY_TAG: "validity", VALIDITY_REASON_TAG: "validity_reason",
-               HOST_TAG: "host", f"{TAG_PREFIX}cpu_model": "cpu_model"}
+               HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model"}
 
 
 @dataclass(frozen=True)
@@ -54,9 +66,9 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
         ids = tuple(e.experiment_id for e in _experiments(client))
         query, scope = f"tags.`dlaas.study` = '{_quoted(study)}'", f"study {study}"
     runs = [r for r in _search(client, ids, query)
-            if r.data.tags.get("dlaas.role") not in NOT_MEASUREMENTS
-            and r.data.tags.get("dlaas.entry") not in NOT_MEASUREMENTS
-            and r.data.tags.get("dlaas.orphaned") != "true"]  # its trial's retry measured it
+            if r.data.tags.get(ROLE_TAG) not in NOT_MEASUREMENTS
+            and r.data.tags.get(ENTRY_TAG) not in NOT_MEASUREMENTS
+            and r.data.tags.get(ORPHANED_TAG) != "true"]  # its trial's retry measured it
     if study is not None and not runs:
         raise ConfigError(f"no trial runs of study {study!r}; studies here: "
                           f"{', '.join(_study_names(client, ids)) or 'none'}")
@@ -93,7 +105,7 @@ def _experiments(client: MlflowClient) -> list:
 
 def _study_names(client: MlflowClient, ids: tuple[str, ...]) -> list[str]:
     parents = _search(client, ids, "tags.`dlaas.role` = 'study'")
-    return sorted({r.data.tags.get("dlaas.study", "") for r in parents} - {""})
+    return sorted({r.data.tags.get(STUDY_TAG, "") for r in parents} - {""})
 
 
 def _quoted(value: str) -> str:

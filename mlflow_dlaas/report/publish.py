@@ -15,6 +15,12 @@ from mlflow_dlaas.report.render_html import render_html
 from mlflow_dlaas.report.render_markdown import render_markdown
 from mlflow_dlaas.report.report import Report
 from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.runs.schema import (
+    ENTRY_TAG,
+    RECOMMENDATION_TAG_PREFIX,
+    REPORT_SCOPE_TAG,
+    ROLE_TAG,
+)
 
 ARTIFACT_DIR = "report"
 
@@ -95,7 +101,7 @@ def _csv(frame: pd.DataFrame) -> bytes:
 def log_report_run(client: MlflowClient, report: Report, written: Written,
                    experiment_id: str) -> str:
     """A FINISHED run tagged ``dlaas.entry=report`` holding the report's files."""
-    tags = {"dlaas.entry": "report", "dlaas.role": "report", "dlaas.report_scope": report.scope,
+    tags = {ENTRY_TAG: "report", ROLE_TAG: "report", REPORT_SCOPE_TAG: report.scope,
             **owner_tags()}
     run = client.create_run(experiment_id, run_name=f"report-{report.scope}"[:250], tags=tags)
     try:
@@ -106,7 +112,7 @@ def log_report_run(client: MlflowClient, report: Report, written: Written,
         found = [(s, r) for s in report.sections for r in s.recommendations if r.found]
         for i, (section, rec) in enumerate(found):
             where = f"host {section.host}: " if report.split_by_host else ""
-            client.set_tag(run.info.run_id, f"dlaas.recommendation.{i}",
+            client.set_tag(run.info.run_id, f"{RECOMMENDATION_TAG_PREFIX}{i}",
                            (where + rec.sentence())[:5000])
     except BaseException:
         client.set_terminated(run.info.run_id, "FAILED")

@@ -21,6 +21,7 @@ from mlflow_dlaas.report.separation import ALPHA, MIN_EFFECT, MIN_REPLICATES
 from mlflow_dlaas.reproduce.runner import ClaimResult
 from mlflow_dlaas.reproduce.verdicts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.runs.schema import CLAIM_TAG_PREFIX, ENTRY_TAG, REPORT_SCOPE_TAG, ROLE_TAG
 from mlflow_dlaas.tuning.run_links import run_url
 
 #: evidence links shown per claim in the summary table (all are in the claim's section)
@@ -123,8 +124,8 @@ def write(report: ClaimsReport, directory: Path) -> list[Path]:
 def log_run(client: MlflowClient, report: ClaimsReport, files: list[Path], directory: Path,
             experiment_id: str) -> str:
     """A FINISHED report run holding the files, each verdict as a ``dlaas.claim.N`` tag."""
-    tags = {"dlaas.entry": "report", "dlaas.role": "report",
-            "dlaas.report_scope": f"reproduce {report.plan}", **owner_tags()}
+    tags = {ENTRY_TAG: "report", ROLE_TAG: "report",
+            REPORT_SCOPE_TAG: f"reproduce {report.plan}", **owner_tags()}
     run = client.create_run(experiment_id, run_name=f"reproduce-{report.plan}", tags=tags)
     try:
         for path in files:
@@ -132,7 +133,7 @@ def log_run(client: MlflowClient, report: ClaimsReport, files: list[Path], direc
             client.log_artifact(run.info.run_id, str(path),
                                 str(Path(ARTIFACT_DIR) / folder) if folder.parts else ARTIFACT_DIR)
         for result in report.results:
-            client.set_tag(run.info.run_id, f"dlaas.claim.{result.claim.number}",
+            client.set_tag(run.info.run_id, f"{CLAIM_TAG_PREFIX}{result.claim.number}",
                            f"{result.verdict.verdict}: {result.verdict.reason}"[:5000])
     except BaseException:
         client.set_terminated(run.info.run_id, "FAILED")

@@ -17,10 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-OWNER_HOST_TAG = "dlaas.owner_host"
-OWNER_PID_TAG = "dlaas.owner_pid"
-#: ``<start ticks>@<boot id>/<PID namespace>``
-OWNER_START_TAG = "dlaas.owner_start"
+from mlflow_dlaas.runs.schema import OWNER_HOST_TAG, OWNER_PID_TAG, OWNER_START_TAG
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,59 @@ AMBIGUOUS: Mapping[str, str] = {
                   "inference samples/s)",
 }
 
+# Tags (every ``dlaas.*`` tag a run carries)
+#: the entry point that made the run: train, infer, study, report, monitor
+ENTRY_TAG = "dlaas.entry"
+#: study (a study's parent run), trial, report
+ROLE_TAG = "dlaas.role"
+#: the study a run belongs to
+STUDY_TAG = "dlaas.study"
+TRIAL_NUMBER_TAG = "dlaas.trial_number"
+TRIAL_NAME_TAG = "dlaas.trial_name"
+REPLICATE_TAG = "dlaas.replicate"
+FRAMEWORK_TAG = "dlaas.framework"
+RUNTIME_TAG = "dlaas.runtime"
+FRAMEWORK_VERSION_TAG = "dlaas.framework_version"
+RUNTIME_VERSION_TAG = "dlaas.runtime_version"
+#: valid | disturbed
+VALIDITY_TAG = "dlaas.validity"
+VALIDITY_REASON_TAG = "dlaas.validity_reason"
+#: why a run ended other than FINISHED
+REASON_TAG = "dlaas.failure_reason"
+#: a run whose trial was retried (the retry measured it)
+ORPHANED_TAG = "dlaas.orphaned"
+#: a trial run the study's pruner stopped (it ends KILLED)
+PRUNED_TAG = "dlaas.pruned"
+BEST_TRIAL_TAG = "dlaas.best_trial"
+BEST_RUN_IDS_TAG = "dlaas.best_run_ids"
+CLOSEST_TRIAL_TAG = "dlaas.closest_trial"
+REPORT_SCOPE_TAG = "dlaas.report_scope"
+SCENARIO_RULES_TAG = "dlaas.scenario_rules"
+LOADGEN_RESULT_TAG = "dlaas.loadgen_result"
+EQUIVALENCE_RULE_TAG = "dlaas.equivalence_rule"
+SERVER_RATE_SEARCH_TAG = "dlaas.server_rate_search"
+WARNING_TAG = "dlaas.warning"
+MODEL_FLAVOR_TAG = "dlaas.model_flavor"
+ONNX_TAG = "dlaas.onnx"
+MONITOR_INTERVAL_TAG = "dlaas.monitor.interval_s"
+MONITOR_PROBE_ERRORS_TAG = "dlaas.monitor.probe_errors"
+COMMAND_TAG = "dlaas.command"
+EXIT_CODE_TAG = "dlaas.exit_code"
+#: the parallel libraries mapped into the measured process
+MAPPED_TAG = "dlaas.libraries.mapped"
+#: the hardware a run measured on (the fingerprint's host_hash)
+HOST_TAG = "dlaas.host"
+OWNER_HOST_TAG = "dlaas.owner_host"
+OWNER_PID_TAG = "dlaas.owner_pid"
+#: ``<start ticks>@<boot id>/<PID namespace>``
+OWNER_START_TAG = "dlaas.owner_start"
+#: per recommendation / claim of a report run, per unavailable monitor source, per
+#: fingerprint entry (versions and performance variables)
+RECOMMENDATION_TAG_PREFIX = "dlaas.recommendation."
+CLAIM_TAG_PREFIX = "dlaas.claim."
+MONITOR_UNAVAILABLE_TAG_PREFIX = "dlaas.monitor.unavailable."
+ENV_TAG_PREFIX = "dlaas.env."
+
 #: Keys of runs made before the headline section: old key -> (new key, factor to its unit).
 RENAMED: Mapping[str, tuple[str, float]] = {
     "final_test_accuracy": (TEST_ACCURACY, 1.0),

@@ -15,9 +15,8 @@ from typing import Any
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.runs.curation import RUN_PHASE
+from mlflow_dlaas.runs.schema import VALIDITY_REASON_TAG, VALIDITY_TAG
 
-VALIDITY_TAG = "dlaas.validity"
-VALIDITY_REASON_TAG = "dlaas.validity_reason"
 VALID, DISTURBED = "valid", "disturbed"
 #: Phases shorter than this (pooled over their windows) are too short to judge on their own:
 #: CPU time ticks in 10 ms jiffies, so a few ticks in a 2 ms window read as tens of cores.

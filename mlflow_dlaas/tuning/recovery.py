@@ -21,8 +21,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from mlflow_dlaas.optuna_access.internals import storage_of, study_id, trial_id
-from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import Owner
+from mlflow_dlaas.runs.schema import ORPHANED_TAG, REASON_TAG
 from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
@@ -32,8 +33,6 @@ REASON_ATTR = "fail_reason"
 RETRY_OF_ATTR = "retry_of"
 #: set on a trial failed because its worker stopped: it does not count toward n_trials
 GIVEN_UP_ATTR = "dlaas_worker_stopped"
-#: on child runs of a given-up trial: reports leave them out of the replicates
-ORPHANED_TAG = "dlaas.orphaned"
 STALE_AFTER_S = 60.0
 #: A RUNNING trial with no owner yet: its worker died inside ``ask()`` (a worker records
 #: itself a few milliseconds after) once it is this old.

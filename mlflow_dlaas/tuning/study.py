@@ -21,8 +21,17 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
 from mlflow_dlaas.optuna_access.storage import absolute_url, make_storage
-from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_run, set_shared_tags
+from mlflow_dlaas.runs.lifecycle import end_run, set_shared_tags
 from mlflow_dlaas.runs.ownership import owner_tags
+from mlflow_dlaas.runs.schema import (
+    ENTRY_TAG,
+    REASON_TAG,
+    REPLICATE_TAG,
+    ROLE_TAG,
+    STUDY_TAG,
+    TRIAL_NAME_TAG,
+    TRIAL_NUMBER_TAG,
+)
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.feasibility import (
@@ -206,7 +215,7 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
         time.sleep(0.5)
         study = optuna.load_study(study_name=spec.name, storage=storage_of(study))
     client = mlflow.MlflowClient()
-    tags = {"dlaas.role": "study", "dlaas.study": spec.name, "dlaas.entry": "study"}
+    tags = {ROLE_TAG: "study", STUDY_TAG: spec.name, ENTRY_TAG: "study"}
     launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`: that run
     if launcher:
         run = client.get_run(launcher)
@@ -268,9 +277,9 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
             entry_point=spec.entry_point,
             params={**trial_params,
                     "seed": replicate_seed(trial_params, replicate, spec.replicate_seeds)},
-            tags={"dlaas.study": spec.name, "dlaas.trial_number": str(trial.number),
-                  "dlaas.replicate": str(replicate), "dlaas.role": "trial",
-                  "dlaas.trial_name": f"trial-{trial.number}-r{replicate}"},
+            tags={STUDY_TAG: spec.name, TRIAL_NUMBER_TAG: str(trial.number),
+                  REPLICATE_TAG: str(replicate), ROLE_TAG: "trial",
+                  TRIAL_NAME_TAG: f"trial-{trial.number}-r{replicate}"},
             env_manager=spec.env_manager, timeout_s=spec.trial_timeout_s,
             environment=pruning if replicate == 0 else None, heartbeat=heartbeat,
             on_created=on_created,

@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from mlflow_dlaas.runs.lifecycle import set_shared_tags
+from mlflow_dlaas.runs.schema import BEST_RUN_IDS_TAG, BEST_TRIAL_TAG, CLOSEST_TRIAL_TAG
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
     closest_infeasible,
@@ -87,14 +88,14 @@ def _tag_best(client: mlflow.MlflowClient, study: optuna.Study, spec: StudySpec,
         section, _, name = spec.objectives[0].metric.rpartition("/")
         client.log_metric(parent_id, f"{section}/best_{name}" if section else f"best_{name}",
                           float(row[spec.objectives[0].metric]))
-        set_shared_tags(client, parent_id, {"dlaas.best_trial": str(row["trial"]),
-                                            "dlaas.best_run_ids": row["mlflow_run_ids"]})
+        set_shared_tags(client, parent_id, {BEST_TRIAL_TAG: str(row["trial"]),
+                                            BEST_RUN_IDS_TAG: row["mlflow_run_ids"]})
         study.set_user_attr(BEST_ATTR, row["trial"])
     elif best:
         study.set_user_attr(BEST_ATTR, [row["trial"] for row in best])
     elif closest is not None:
-        set_shared_tags(client, parent_id, {"dlaas.best_trial": NONE_FEASIBLE,
-                                            "dlaas.closest_trial": str(closest.number)})
+        set_shared_tags(client, parent_id, {BEST_TRIAL_TAG: NONE_FEASIBLE,
+                                            CLOSEST_TRIAL_TAG: str(closest.number)})
         study.set_user_attr(BEST_ATTR, NONE_FEASIBLE)
 
 

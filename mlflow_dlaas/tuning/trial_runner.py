@@ -22,9 +22,9 @@ from mlflow_dlaas.launch import (
     stop_project_run,
     wait_for_exit,
 )
-from mlflow_dlaas.runs.lifecycle import REASON_TAG, end_run
+from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import owner_tags
-from mlflow_dlaas.workloads.pruning_link import PRUNED_TAG
+from mlflow_dlaas.runs.schema import PRUNED_TAG, REASON_TAG, TRIAL_NAME_TAG
 
 POLL_S = 0.25
 
@@ -70,7 +70,7 @@ def run_child(
     client = mlflow.MlflowClient()
     run = client.create_run(
         experiment_id,
-        run_name=tags.get("dlaas.trial_name"),
+        run_name=tags.get(TRIAL_NAME_TAG),
         tags={MLFLOW_PARENT_RUN_ID: parent_run_id, **owner_tags(), **tags},
     )
     run_id = run.info.run_id

@@ -30,7 +30,13 @@ from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
 from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
-from mlflow_dlaas.runs.schema import SERVER_MAX_QPS, headline_text, inference_headline
+from mlflow_dlaas.runs.schema import (
+    ENTRY_TAG,
+    RUNTIME_TAG,
+    SERVER_MAX_QPS,
+    headline_text,
+    inference_headline,
+)
 from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.scratch import scratch_dir
@@ -79,7 +85,7 @@ def run_inference(config: InferConfig) -> InferenceResult:
                           precision=config.precision, instances=config.instances)))
         params = config.as_params()
         log_new_params(run_id, params)
-        mlflow.set_tags({"dlaas.entry": "infer", "dlaas.runtime": runtime.name})
+        mlflow.set_tags({ENTRY_TAG: "infer", RUNTIME_TAG: runtime.name})
         environment = worker_environment(config.parallelism,
                                          runtime.environment(config.parallelism))
         if config.model_uri or runtime.consumes == "onnx":

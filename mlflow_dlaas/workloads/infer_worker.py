@@ -37,7 +37,15 @@ from mlflow_dlaas.inference.source import (
     ModelSource,
 )
 from mlflow_dlaas.parallelism import process_settings_in_force
-from mlflow_dlaas.runs.schema import SERVER_MAX_QPS, SERVER_P99_AT_MAX_QPS
+from mlflow_dlaas.runs.schema import (
+    EQUIVALENCE_RULE_TAG,
+    LOADGEN_RESULT_TAG,
+    RUNTIME_VERSION_TAG,
+    SCENARIO_RULES_TAG,
+    SERVER_MAX_QPS,
+    SERVER_P99_AT_MAX_QPS,
+    SERVER_RATE_SEARCH_TAG,
+)
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
 from mlflow_dlaas.worker.main import serve
@@ -105,10 +113,10 @@ def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
               if result.loadgen is not None]
     shortfalls = [s for label, result in judged for s in scenarios.rule_shortfalls(label, result)]
     invalid = sum(1 for _, result in judged if not result.loadgen.valid)
-    channel.tags({"dlaas.scenario_rules": "not met: " + "; ".join(shortfalls)
+    channel.tags({SCENARIO_RULES_TAG: "not met: " + "; ".join(shortfalls)
                   if shortfalls else "met"})
     if judged:
-        channel.tags({"dlaas.loadgen_result": "VALID" if not invalid else
+        channel.tags({LOADGEN_RESULT_TAG: "VALID" if not invalid else
                       f"INVALID ({invalid} of {len(judged)} tests)"})
     logs = loadgen_root()
     if any(logs.iterdir()):
@@ -199,7 +207,7 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
                     **({"model_inputs": source.user.describe_inputs()}
                        if source.user is not None else {})})
     host = fingerprint()
-    channel.tags({"dlaas.runtime_version": runtime.version(), **as_tags(host)})
+    channel.tags({RUNTIME_VERSION_TAG: runtime.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     channel.metrics({"load_time_seconds": load_s})
 
@@ -214,7 +222,7 @@ def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: Infere
     result = equivalence.compare(outputs, reference, precision=config.precision,
                                  rtol=config.rtol, atol=config.atol)
     channel.metrics(result.metrics())
-    channel.tags({"dlaas.equivalence_rule": result.rule})
+    channel.tags({EQUIVALENCE_RULE_TAG: result.rule})
     equivalence.require(result, runtime.name, source.reference_framework)
 
 
@@ -308,13 +316,13 @@ def _report_search(channel: WorkerChannel, search: scenarios.RateSearch, bound_m
     """The highest VALID rate and the p99 at it; where none was, a tag says so (no metric)."""
     channel.metrics({"server/rate_search_probes": float(len(search.probes))})
     if search.best_qps is None:
-        channel.tags({"dlaas.server_rate_search": search.describe_failure(bound_ms)})
+        channel.tags({SERVER_RATE_SEARCH_TAG: search.describe_failure(bound_ms)})
         log.info("server rate search: %s", search.describe_failure(bound_ms))
         return
     best = max((p for p in search.probes if p.valid), key=lambda p: p.target_qps)
     channel.metrics({SERVER_MAX_QPS: best.target_qps,
                      SERVER_P99_AT_MAX_QPS: best.latency.p99_ms})
-    channel.tags({"dlaas.server_rate_search": "stopped at its time budget"
+    channel.tags({SERVER_RATE_SEARCH_TAG: "stopped at its time budget"
                   if search.stopped_early else "converged"})
 
 

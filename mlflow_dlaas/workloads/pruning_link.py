@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlflow_dlaas.errors import DlaasError, WorkloadError
+from mlflow_dlaas.runs.schema import PRUNED_TAG
 
 #: The driver's message to a trial's entry process (JSON).
 PRUNING_ENV = "DLAAS_PRUNING"
-#: On a pruned trial's run (which ends KILLED, with the reason in dlaas.failure_reason).
-PRUNED_TAG = "dlaas.pruned"
 
 
 def pruning_environment(*, storage_url: str, study_name: str, trial_id: int, pruner: str,

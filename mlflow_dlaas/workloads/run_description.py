@@ -10,11 +10,14 @@ from collections.abc import Mapping
 import mlflow
 
 from mlflow_dlaas.parallelism import ParallelismSettings
-from mlflow_dlaas.runs.schema import headline_text
+from mlflow_dlaas.runs.schema import (
+    TRIAL_NAME_TAG,
+    VALIDITY_REASON_TAG,
+    VALIDITY_TAG,
+    headline_text,
+)
 
 NOTE_TAG = "mlflow.note.content"
-#: Set by a study on its trials (``trial-12-r0``): such names are kept.
-TRIAL_NAME_TAG = "dlaas.trial_name"
 #: The names MLflow makes up for an unnamed run (``tasteful-ray-891``): such names we replace.
 #: MLflow's made-up run names: predicate-noun-N with N from 0 to 1000 inclusive
 #: (``random.randint(0, 10**3)``), so up to four digits.
@@ -113,7 +116,7 @@ def note(title: str, settings: Mapping[str, object], figures: Mapping[str, str],
 def describe_active_run(title: str, settings: Mapping[str, object]) -> None:
     """Set the active run's description from its settings and its logged figures."""
     run = mlflow.MlflowClient().get_run(mlflow.active_run().info.run_id)
-    validity = run.data.tags.get("dlaas.validity", "not judged")
-    reason = run.data.tags.get("dlaas.validity_reason", "")
+    validity = run.data.tags.get(VALIDITY_TAG, "not judged")
+    reason = run.data.tags.get(VALIDITY_REASON_TAG, "")
     mlflow.set_tag(NOTE_TAG, note(title, settings, headline_figures(run.data.metrics),
                                   f"{validity}" + (f" ({reason})" if reason else "")))

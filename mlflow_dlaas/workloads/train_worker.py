@@ -26,7 +26,15 @@ from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import process_settings_in_force
-from mlflow_dlaas.runs.schema import TEST_ACCURACY, TIME_TO_ACCURACY, TRAIN_THROUGHPUT, TRAIN_TIME
+from mlflow_dlaas.runs.schema import (
+    FRAMEWORK_VERSION_TAG,
+    MODEL_FLAVOR_TAG,
+    ONNX_TAG,
+    TEST_ACCURACY,
+    TIME_TO_ACCURACY,
+    TRAIN_THROUGHPUT,
+    TRAIN_TIME,
+)
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.main import serve
@@ -84,7 +92,7 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
     channel.send("dataset", **dataset.input_report(config.data_dir))
     host = fingerprint()
-    channel.tags({"dlaas.framework_version": adapter.version(), **as_tags(host)})
+    channel.tags({FRAMEWORK_VERSION_TAG: adapter.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     channel.metrics({"parameter_count": trainer.parameter_count()})
     report_libraries(channel, config.parallelism, adapter.name, adapter.native_library,
@@ -177,15 +185,15 @@ def _save(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
     tags = {}
     if config.log_model:
         model_dir = worker_dir() / "model"
-        tags["dlaas.model_flavor"] = trainer.save_model(model_dir, example)
+        tags[MODEL_FLAVOR_TAG] = trainer.save_model(model_dir, example)
         channel.artifacts(model_dir, "model")
     out = worker_dir()
     log_reference(out, example, trainer.predict(example, len(example)))
     try:
         trainer.export_onnx(out / "model.onnx", example)
-        tags["dlaas.onnx"] = f"{ONNX_DIR}/model.onnx"
+        tags[ONNX_TAG] = f"{ONNX_DIR}/model.onnx"
     except NotImplementedError as e:
-        tags["dlaas.onnx"] = f"not exported: {e}"[:500]
+        tags[ONNX_TAG] = f"not exported: {e}"[:500]
     channel.artifacts(out, ONNX_DIR)
     channel.tags(tags)
 

@@ -10,7 +10,7 @@ import mlflow
 
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
-from mlflow_dlaas.runs.schema import headline_text
+from mlflow_dlaas.runs.schema import ENTRY_TAG, FRAMEWORK_TAG, WARNING_TAG, headline_text
 from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.worker.supervisor import run_worker
@@ -67,8 +67,8 @@ def _key_settings(config: TrainConfig) -> dict[str, object]:
 
 def _tag_intent(config: TrainConfig) -> None:
     """What the run is, before the worker reports (so even a crashed run says it)."""
-    tags: dict[str, str] = {"dlaas.framework": config.framework, "dlaas.entry": "train"}
+    tags: dict[str, str] = {FRAMEWORK_TAG: config.framework, ENTRY_TAG: "train"}
     warnings_ = config.parallelism.oversubscription_warnings()
     if warnings_:
-        tags["dlaas.warning"] = "; ".join(warnings_)
+        tags[WARNING_TAG] = "; ".join(warnings_)
     mlflow.set_tags(tags)

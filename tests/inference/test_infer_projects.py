@@ -11,7 +11,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import artifact_text, only_finished_run, runs_of, skip_unless_installed
 from tests.legibility import INFERENCE_METRIC_BUDGET, assert_legible_in_the_ui
 from tests.workloads.projects import ROOT, mlflow_run

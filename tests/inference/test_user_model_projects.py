@@ -9,7 +9,7 @@ import mlflow
 import numpy as np
 import pytest
 
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import only_finished_run, runs_of, skip_unless_installed
 from tests.inference.test_user_model import write_two_input_onnx
 from tests.workloads.projects import mlflow_run

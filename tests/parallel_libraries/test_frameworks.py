@@ -15,9 +15,9 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.libraries.readback import ARTIFACT_DIR, ARTIFACT_FILE, MAPPED_TAG
+from mlflow_dlaas.libraries.readback import ARTIFACT_DIR, ARTIFACT_FILE
 from mlflow_dlaas.libraries.settings import library_file
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import MAPPED_TAG, REASON_TAG
 from tests.conftest import artifact_text, runs_of
 from tests.workloads.projects import mlflow_run
 

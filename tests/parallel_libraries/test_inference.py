@@ -17,7 +17,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.libraries.readback import ARTIFACT_DIR, ARTIFACT_FILE
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import artifact_text, runs_of
 from tests.parallel_libraries.test_frameworks import _need
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from mlflow_dlaas.runs.schema import VALIDITY_TAG
 from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
-from mlflow_dlaas.runs.validity import VALID, VALIDITY_TAG
+from mlflow_dlaas.runs.validity import VALID
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "report-fixture-study"

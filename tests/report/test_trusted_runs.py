@@ -15,8 +15,7 @@ from click.testing import CliRunner, Result
 from mlflow.entities import Metric, Param
 
 from mlflow_dlaas.cli import cli
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
-from mlflow_dlaas.runs.schema import PEAK_MEMORY, TRAIN_TIME
+from mlflow_dlaas.runs.schema import PEAK_MEMORY, REASON_TAG, TRAIN_TIME
 
 HOST_A, HOST_B = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 BUSY = "other processes used {:.2f} of 2 cores during train (limit 0.25)"

@@ -12,7 +12,7 @@ import pytest
 from mlflow.projects.submitted_run import LocalSubmittedRun
 
 from mlflow_dlaas.launch import PROJECTS_ENV, end_orphaned_run, start_project_run
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 
 
 def test_a_run_left_running_by_a_dead_process_ends_failed(tracking: str) -> None:

@@ -18,7 +18,7 @@ import mlflow
 import psutil
 import pytest
 
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.worker.scratch import sweep_dead_owners
 from tests.conftest import artifact_text, runs_of
 

@@ -13,14 +13,10 @@ import pytest
 
 from mlflow_dlaas.optuna_access import internals
 from mlflow_dlaas.optuna_access.storage import absolute_url
+from mlflow_dlaas.runs.schema import PRUNED_TAG
 from mlflow_dlaas.worker.channel import Checkpoints, decode
 from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
-from mlflow_dlaas.workloads.pruning_link import (
-    PRUNED_TAG,
-    PRUNING_ENV,
-    PruningLink,
-    pruning_environment,
-)
+from mlflow_dlaas.workloads.pruning_link import PRUNING_ENV, PruningLink, pruning_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 

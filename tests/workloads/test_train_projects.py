@@ -10,7 +10,7 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.parallelism import available_cores
-from mlflow_dlaas.runs.lifecycle import REASON_TAG
+from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import runs_of
 from tests.legibility import TRAINING_METRIC_BUDGET, assert_legible_in_the_ui
 from tests.workloads.projects import mlflow_run
