@@ -51,12 +51,14 @@ def main() -> None:
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
         import mlflow
 
+        from mlflow_dlaas.runs import schema
         from mlflow_dlaas.monitor.command import run_monitored
 
         outcome = run_monitored(cmd, interval_s=args.interval, experiment="fidelity")
         metrics = mlflow.MlflowClient().get_run(outcome.run_id).data.metrics
 
-    ours_rss, ours_cpu = metrics["run/peak_proc_rss_bytes"], metrics["run/proc_cpu_seconds"]
+    ours_rss = metrics["run/peak_proc_rss_megabytes"] * schema.BYTES_PER_MEGABYTE
+    ours_cpu = metrics["run/proc_cpu_seconds"]
     print(f"interval {args.interval}s, child allocates {args.megabytes} MiB, "
           f"burns {args.cpu_seconds} s CPU (half in a reaped grandchild)")
     rows = [
