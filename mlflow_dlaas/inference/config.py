@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import PurePosixPath
 from typing import Any
 
 from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.instance_layout import check_layout
+from mlflow_dlaas.inference.model_uri import parse_model_uri
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.runs.validity import ValidityThresholds
@@ -125,7 +124,7 @@ class InferConfig:
             else:
                 typed[f.name] = str(value)
         if typed.get("model_uri") and "model" not in typed:  # name runs by the model served
-            typed["model"] = model_label(str(typed["model_uri"]))
+            typed["model"] = parse_model_uri(str(typed["model_uri"])).label
         return cls(**typed, parallelism=settings, validity=validity)
 
     def as_params(self) -> dict[str, Any]:
@@ -133,17 +132,3 @@ class InferConfig:
         params["batch_sizes"] = ",".join(map(str, self.batch_sizes))
         params["scenarios"] = ",".join(self.scenarios)
         return {**params, **nested_params(self.parallelism, self.validity)}
-
-
-def model_label(model_uri: str) -> str:
-    """A short name for the model a URI serves: a file's stem (``resnet50`` for
-    ``/m/resnet50.onnx``), a registered model's name, ``run-<8 hex>`` for a run."""
-    text = model_uri.strip().rstrip("/")
-    found = re.fullmatch(r"(?:runs:/)?([0-9a-f]{32})(?:/(.*))?", text)
-    if found:
-        return found.group(2).rsplit("/", 1)[-1] if found.group(2) else f"run-{found.group(1)[:8]}"
-    registered = re.fullmatch(r"models:/([^/@]+).*", text)
-    if registered:
-        return registered.group(1)
-    stem = PurePosixPath(text.removeprefix("file://")).name.split(".")[0]
-    return stem or "model"

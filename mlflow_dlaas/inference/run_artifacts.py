@@ -14,8 +14,8 @@ import numpy as np
 
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE, run_id_from
-from mlflow_dlaas.inference.user_model import local_path
+from mlflow_dlaas.inference.model_uri import parse_model_uri
+from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE
 from mlflow_dlaas.runs.schema import FRAMEWORK_TAG
 from mlflow_dlaas.runs.store_uri import redact_text
 
@@ -30,7 +30,7 @@ def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Pat
     from mlflow.exceptions import MlflowException
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # readable logs
-    run_id = run_id_from(model_uri)
+    run_id = parse_model_uri(model_uri).require_run()
     try:
         run = mlflow.MlflowClient().get_run(run_id)
     except MlflowException as e:
@@ -58,14 +58,13 @@ def is_training_run(model_uri: str) -> bool:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    try:
-        run_id = run_id_from(model_uri)
-    except ConfigError:
+    uri = parse_model_uri(model_uri)
+    if uri.kind != "run":
         return False
     try:
-        params = mlflow.MlflowClient().get_run(run_id).data.params
+        params = mlflow.MlflowClient().get_run(uri.run_id).data.params
     except MlflowException:
-        return "/" not in model_uri.removeprefix("runs:/").strip("/")  # say "does not exist"
+        return not uri.run_path  # the run itself: its fetch says "does not exist"
     return "model" in params and "input_shape" in params
 
 
@@ -75,7 +74,7 @@ def prepare_user_model(config: InferConfig, runtime: str, consumes: str,
     input example fill input_shape / input_dtype / input_data the user left out), then open
     it in its own framework in a process of its own (``user_model``)."""
     shape, dtype, data = config.input_shape, config.input_dtype, config.input_data
-    path = local_path(config.model_uri)
+    path = parse_model_uri(config.model_uri).path
     if path is None:
         path, found = _download_mlflow_model(config.model_uri, directory / "download")
         shape, dtype, data = shape or found[0], dtype or found[1], data or found[2]

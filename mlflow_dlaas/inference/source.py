@@ -70,14 +70,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return (c, h, w)
 
 
-def run_id_from(model_uri: str) -> str:
-    """``runs:/<id>[/...]`` or a bare run id."""
-    found = re.fullmatch(r"(?:runs:/)?([0-9a-f]{32})(?:/.*)?", model_uri.strip())
-    if not found:
-        raise ConfigError(f"model_uri {model_uri!r} is not runs:/<run id> or a run id")
-    return found.group(1)
-
-
 def fresh_inputs(shape: tuple[int, int, int], seed: int, n: int = REFERENCE_SAMPLES
                  ) -> np.ndarray:
     return np.random.default_rng(seed).random((n, *shape), dtype=np.float32)

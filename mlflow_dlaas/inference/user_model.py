@@ -107,20 +107,6 @@ def parse_dtypes(text: str) -> dict[str | None, str]:
     return parse_named(text, "input_dtype", _dtype) if text else {}
 
 
-def is_user_model_uri(model_uri: str) -> bool:
-    """A path, ``file://`` or an MLflow model URI other than an mlflow-dlaas training run."""
-    return not re.fullmatch(r"(?:runs:/)?[0-9a-f]{32}/?", model_uri.strip())
-
-
-def local_path(model_uri: str) -> Path | None:
-    """The local file a ``model_uri`` names (a path or ``file://``), else None."""
-    if model_uri.startswith("file://"):
-        return Path(model_uri[len("file://"):])
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:/", model_uri):  # runs:/, models:/, s3://, ...
-        return None
-    return Path(model_uri).expanduser()
-
-
 # --------------------------------------------------------------------------- files
 def detect_kind(path: Path) -> str:
     """The kind of model file ``path`` is; a clear error when it is missing or unknown."""

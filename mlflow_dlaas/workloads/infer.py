@@ -8,7 +8,6 @@ in :mod:`~mlflow_dlaas.workloads.infer_worker`, started with the parallel settin
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from mlflow.exceptions import MlflowException
 from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
+from mlflow_dlaas.inference.model_uri import parse_model_uri
 from mlflow_dlaas.inference.run_artifacts import (
     fetch_run_model,
     is_training_run,
@@ -108,11 +108,11 @@ def run_inference(config: InferConfig) -> InferenceResult:
 def _served_model(config: InferConfig) -> str:
     """The model's name for the run's name: a training run's own ``model`` param where
     ``model_uri`` is that run (``mlp`` rather than ``run-1a2b3c4d``)."""
-    found = re.fullmatch(r"runs:/([0-9a-f]{32})/?", config.model_uri.strip())
-    if found is None or not config.model.startswith("run-"):
+    uri = parse_model_uri(config.model_uri)
+    if uri.kind != "run" or uri.run_path or not config.model.startswith("run-"):
         return config.model
     try:
-        trained = mlflow.MlflowClient().get_run(found.group(1)).data.params.get("model")
+        trained = mlflow.MlflowClient().get_run(uri.run_id).data.params.get("model")
     except MlflowException:  # fetching the model says what is wrong with the URI
         return config.model
     return trained or config.model

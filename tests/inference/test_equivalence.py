@@ -11,7 +11,7 @@ import pytest
 from mlflow_dlaas.errors import ConfigError, MissingDependencyError, WorkloadError
 from mlflow_dlaas.inference import equivalence
 from mlflow_dlaas.inference.runtimes import InferenceOptions, get_runtime
-from mlflow_dlaas.inference.source import fresh_torch_source, run_id_from
+from mlflow_dlaas.inference.source import fresh_torch_source
 
 needs = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("onnx") is None
@@ -86,12 +86,6 @@ def test_a_missing_runtime_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> N
         get_runtime("openvino").load()
     with pytest.raises(ConfigError, match="unknown runtime 'tensorrt'"):
         get_runtime("tensorrt")
-
-
-def test_model_uris() -> None:
-    assert run_id_from("runs:/" + "a" * 32 + "/model") == "a" * 32
-    with pytest.raises(ConfigError, match="is not runs:/<run id>"):
-        run_id_from("models:/lenet/1")
 
 
 def test_shapes_must_match() -> None:

@@ -15,7 +15,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference import equivalence
 from mlflow_dlaas.inference.runtimes import InferenceOptions, get_runtime
 from mlflow_dlaas.inference.source import run_source
-from mlflow_dlaas.inference.user_model import is_user_model_uri, prepare, synthetic_feed
+from mlflow_dlaas.inference.user_model import prepare, synthetic_feed
 from tests.conftest import skip_unless_installed
 
 
@@ -199,11 +199,6 @@ def test_synthetic_inputs_are_seeded_and_typed() -> None:
     a, b = synthetic_feed(specs, 3, 1), synthetic_feed(specs, 3, 1)
     assert np.array_equal(a["ids"], b["ids"]) and a["ids"].dtype == np.int64
     assert a["mask"].dtype == np.bool_ and len(a[:2]) == 2
-
-
-def test_which_uris_are_the_users_own_models() -> None:
-    assert is_user_model_uri("/data/model.onnx") and is_user_model_uri("models:/lenet/1")
-    assert not is_user_model_uri("runs:/" + "a" * 32)
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
