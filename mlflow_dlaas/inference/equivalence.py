@@ -7,6 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlflow_dlaas.errors import WorkloadError
+from mlflow_dlaas.runs.schema import (
+    EQUIVALENCE_MAX_ABS_ERROR,
+    EQUIVALENCE_MAX_RELATIVE_ERROR,
+    EQUIVALENCE_TOP1_AGREEMENT,
+)
 
 #: Reduced precision is judged on agreement, not on digits.
 REDUCED_MAX_RELATIVE_ERROR = 0.25
@@ -22,9 +27,9 @@ class Equivalence:
     rule: str
 
     def metrics(self) -> dict[str, float]:
-        return {"equivalence/max_abs_error": self.max_abs_error,
-                "equivalence/max_relative_error": self.max_relative_error,
-                "equivalence/top1_agreement": self.top1_agreement}
+        return {EQUIVALENCE_MAX_ABS_ERROR: self.max_abs_error,
+                EQUIVALENCE_MAX_RELATIVE_ERROR: self.max_relative_error,
+                EQUIVALENCE_TOP1_AGREEMENT: self.top1_agreement}
 
 
 def compare(outputs: np.ndarray, reference: np.ndarray, *, precision: str, rtol: float,

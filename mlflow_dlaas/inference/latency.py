@@ -17,6 +17,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mlflow_dlaas.runs.schema import (
+    LATENCY_MEAN,
+    LATENCY_P50,
+    LATENCY_P90,
+    LATENCY_P95,
+    LATENCY_P99,
+    LATENCY_P99_EARLY_STOPPING,
+    LATENCY_STDEV,
+    MEASURED_TIME,
+    QUERY_COUNT,
+    THROUGHPUT,
+)
+
 CDF_POINTS = np.arange(101)
 #: LoadGen's early-stopping confidence and tolerance (loadgen/results.cc).
 EARLY_STOPPING_CONFIDENCE = 0.99
@@ -170,17 +183,16 @@ class LatencyResult:
         """``{prefix}/latency_p99_ms`` and friends; the early-stopping p99 when there is one
         (``query_count`` says how many queries every percentile rests on)."""
         early = ({} if self.p99_early_stopping_ms is None else
-                 {f"{prefix}/latency_p99_early_stopping_ms": self.p99_early_stopping_ms})
+                 {f"{prefix}/{LATENCY_P99_EARLY_STOPPING}": self.p99_early_stopping_ms})
         return {
             **early,
-            f"{prefix}/latency_p50_ms": self.p50_ms,
-            f"{prefix}/latency_p90_ms": self.p90_ms,
-            f"{prefix}/latency_p95_ms": self.p95_ms,
-            f"{prefix}/latency_p99_ms": self.p99_ms,
-            f"{prefix}/latency_mean_ms": self.mean_ms,
-            f"{prefix}/latency_stdev_ms": self.stdev_ms,
-            f"{prefix}/query_count": float(self.count),
-            # not duration_seconds: {phase}/duration_seconds is the monitor's whole phase
-            f"{prefix}/measured_seconds": self.duration_s,
-            f"{prefix}/throughput_samples_per_second": self.throughput_samples_per_s,
+            f"{prefix}/{LATENCY_P50}": self.p50_ms,
+            f"{prefix}/{LATENCY_P90}": self.p90_ms,
+            f"{prefix}/{LATENCY_P95}": self.p95_ms,
+            f"{prefix}/{LATENCY_P99}": self.p99_ms,
+            f"{prefix}/{LATENCY_MEAN}": self.mean_ms,
+            f"{prefix}/{LATENCY_STDEV}": self.stdev_ms,
+            f"{prefix}/{QUERY_COUNT}": float(self.count),
+            f"{prefix}/{MEASURED_TIME}": self.duration_s,
+            f"{prefix}/{THROUGHPUT}": self.throughput_samples_per_s,
         }

@@ -17,7 +17,16 @@ from mlflow_dlaas.environment import REDACTED, SECRET_NAME, redact_value
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
 from mlflow_dlaas.runs.ownership import owner_tags
-from mlflow_dlaas.runs.schema import COMMAND_TAG, ENTRY_TAG, EXIT_CODE_TAG, REASON_TAG
+from mlflow_dlaas.runs.schema import (
+    COMMAND_TAG,
+    ENTRY_TAG,
+    EXIT_CODE,
+    EXIT_CODE_TAG,
+    KERNEL_CPU_TIME,
+    KERNEL_MAX_RSS,
+    REASON_TAG,
+    WALL_TIME,
+)
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -157,10 +166,10 @@ def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> Com
     )
     mlflow.log_metrics(
         {
-            "exit_code": float(exit_code),
-            "wall_time_seconds": outcome.wall_time_s,
-            "kernel_cpu_seconds": outcome.kernel_cpu_seconds,
-            "kernel_max_rss_bytes": float(outcome.kernel_max_rss_bytes),
+            EXIT_CODE: float(exit_code),
+            WALL_TIME: outcome.wall_time_s,
+            KERNEL_CPU_TIME: outcome.kernel_cpu_seconds,
+            KERNEL_MAX_RSS: float(outcome.kernel_max_rss_bytes),
         }
     )
     mlflow.set_tag(EXIT_CODE_TAG, str(exit_code))

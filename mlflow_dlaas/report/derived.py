@@ -100,7 +100,7 @@ def _energy_per_1000(runs: pd.DataFrame) -> pd.Series:
     joules = pd.Series(np.nan, index=runs.index)
     samples = pd.Series(0.0, index=runs.index)
     for scenario in BATCHED_SCENARIOS:
-        total = f"metrics.{scenario}/samples_total"
+        total = f"metrics.{schema.scenario_key(scenario, schema.SAMPLES_TOTAL)}"
         if scenario in phases and total in runs:
             joules = joules.add(runs[phases[scenario]].sum(axis=1, min_count=1), fill_value=0)
             samples = samples.add(runs[total].fillna(0))

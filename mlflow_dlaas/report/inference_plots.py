@@ -12,6 +12,7 @@ from mlflow.exceptions import MlflowException
 
 from mlflow_dlaas.report.aggregate import configuration_ids
 from mlflow_dlaas.report.plots import Plot, colours, draw, log_scale, missing, whole_number_ticks
+from mlflow_dlaas.runs.schema import QUERY_COUNT, SERVER_LOAD_P99
 
 THROUGHPUT = "metrics.offline/throughput_samples_per_second"
 P99 = "metrics.single_stream/latency_p99_ms"
@@ -21,7 +22,7 @@ MAX_LINES = 8
 STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 CDF_ARTIFACT = "latency/cdf.csv"
 SERVER_QPS = "metrics.server/target_qps"
-LOAD_CURVE = "server_load/latency_p99_ms"
+LOAD_CURVE = SERVER_LOAD_P99
 
 
 def versus_batch_size(rows: pd.DataFrame) -> Plot:
@@ -128,8 +129,8 @@ def latency_cdfs(client: MlflowClient, rows: pd.DataFrame) -> Plot:
     def paint(figure: Figure) -> None:
         ax = figure.add_subplot()
         for system, part in curves.items():
-            queries = (f" ({int(part['query_count'].iloc[0]):,} queries)"
-                       if "query_count" in part else "")
+            queries = (f" ({int(part[QUERY_COUNT].iloc[0]):,} queries)"
+                       if QUERY_COUNT in part else "")
             ax.plot(part["latency_ms"], part["percentile"] / 100, color=palette[system],
                     label=system + queries)
         log_scale(ax, "x")

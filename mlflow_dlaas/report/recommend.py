@@ -15,6 +15,7 @@ from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winn
 from mlflow_dlaas.report.separation import Separation, separate
 from mlflow_dlaas.report.tables import setting_text
 from mlflow_dlaas.runs.goals import Bound, Goal
+from mlflow_dlaas.runs.schema import CUMULATIVE_TRAIN_TIME, EPOCH_TEST_ACCURACY
 
 RUNNERS_UP = 3
 HISTORY_THREADS = 8
@@ -96,9 +97,9 @@ def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: floa
                          key: str) -> pd.DataFrame:
     """Train time until test accuracy first reached ``target`` (from per-epoch history)."""
     def first_reached(run_id: str) -> float:
-        accuracy = client.get_metric_history(run_id, "test_accuracy")
+        accuracy = client.get_metric_history(run_id, EPOCH_TEST_ACCURACY)
         elapsed = {m.step: m.value for m in
-                   client.get_metric_history(run_id, "cumulative_train_time_seconds")}
+                   client.get_metric_history(run_id, CUMULATIVE_TRAIN_TIME)}
         times = [elapsed[m.step] for m in sorted(accuracy, key=lambda m: m.step)
                  if m.value >= target and m.step in elapsed]
         return times[0] if times else np.nan

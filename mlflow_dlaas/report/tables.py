@@ -33,19 +33,19 @@ class Column:
 
 TRAINING_COLUMNS = (
     Column("train time (s)", schema.TRAIN_TIME, digits=2),
-    Column("test time (s)", "test_time_seconds"),
+    Column("test time (s)", schema.TEST_TIME),
     Column("accuracy", schema.TEST_ACCURACY, digits=4),
     Column("time to accuracy (s)", schema.TIME_TO_ACCURACY, digits=2),
     Column("peak memory (MB)", PEAK_MEMORY, digits=0),
-    Column("CPU % (train)", "train/mean_proc_cpu_percent", digits=0),
+    Column("CPU % (train)", schema.TRAIN_MEAN_CPU, digits=0),
     Column("energy, whole run (J)", ENERGY, digits=1),
 )
 INFERENCE_COLUMNS = (
-    Column("p50 (ms)", "single_stream/latency_p50_ms"),
-    Column("p99 (ms)", "single_stream/latency_p99_ms"),
-    Column("throughput (samples/s)", "offline/throughput_samples_per_second", digits=0),
-    Column("offline p99 (ms)", "offline/latency_p99_ms"),
-    Column("load time (s)", "load_time_seconds"),
+    Column("p50 (ms)", schema.P50_LATENCY),
+    Column("p99 (ms)", schema.P99_LATENCY),
+    Column("throughput (samples/s)", schema.INFERENCE_THROUGHPUT, digits=0),
+    Column("offline p99 (ms)", schema.scenario_key("offline", schema.LATENCY_P99)),
+    Column("load time (s)", schema.LOAD_TIME),
     Column("peak memory (MB)", PEAK_MEMORY, digits=0),
     Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
 )
@@ -53,12 +53,13 @@ INFERENCE_COLUMNS = (
 SCENARIO_COLUMNS = (
     Column("server max QPS within p99 bound", schema.SERVER_MAX_QPS, digits=1),
     Column("server p99 at max QPS (ms)", schema.SERVER_P99_AT_MAX_QPS),
-    Column("server offered (queries/s)", "server/target_qps", digits=1),
-    Column("server achieved (queries/s)", "server/achieved_qps", digits=1),
-    Column("server p99 (ms)", "server/latency_p99_ms"),
-    Column("server queries", "server/query_count", digits=0),
-    Column("multi-stream p99 (ms)", "multi_stream/latency_p99_ms"),
-    Column("multi-stream queries", "multi_stream/query_count", digits=0),
+    Column("server offered (queries/s)", schema.SERVER_TARGET_QPS, digits=1),
+    Column("server achieved (queries/s)", schema.SERVER_ACHIEVED_QPS, digits=1),
+    Column("server p99 (ms)", schema.scenario_key("server", schema.LATENCY_P99)),
+    Column("server queries", schema.scenario_key("server", schema.QUERY_COUNT), digits=0),
+    Column("multi-stream p99 (ms)", schema.scenario_key("multi_stream", schema.LATENCY_P99)),
+    Column("multi-stream queries", schema.scenario_key("multi_stream", schema.QUERY_COUNT),
+           digits=0),
 )
 #: The columns every table's statistics carry, whatever the section: who (``system``), how
 #: many runs (``runs``) and which (``run_ids``, a list of MLflow run ids). The CSVs, the HTML

@@ -7,7 +7,12 @@ from matplotlib.figure import Figure
 from mlflow import MlflowClient
 
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing, pareto_front
-from mlflow_dlaas.runs.schema import TEST_ACCURACY, TRAIN_TIME
+from mlflow_dlaas.runs.schema import (
+    CUMULATIVE_TRAIN_TIME,
+    EPOCH_TEST_ACCURACY,
+    TEST_ACCURACY,
+    TRAIN_TIME,
+)
 
 CURVES_PER_SYSTEM = 3
 
@@ -21,9 +26,9 @@ def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
             .groupby("system").head(CURVES_PER_SYSTEM))
     curves = []
     for _, run in best.iterrows():
-        accuracy = client.get_metric_history(run["run_id"], "test_accuracy")
+        accuracy = client.get_metric_history(run["run_id"], EPOCH_TEST_ACCURACY)
         elapsed = {m.step: m.value for m in
-                   client.get_metric_history(run["run_id"], "cumulative_train_time_seconds")}
+                   client.get_metric_history(run["run_id"], CUMULATIVE_TRAIN_TIME)}
         points = sorted((elapsed[m.step], m.value) for m in accuracy if m.step in elapsed)
         if points:
             curves.append((run["system"], run["run_name"], points))

@@ -14,15 +14,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from mlflow_dlaas.runs.schema import current_name
+from mlflow_dlaas.runs.schema import (
+    LATENCY_MEAN,
+    LATENCY_P50,
+    LATENCY_P90,
+    LATENCY_P95,
+    LATENCY_P99_EARLY_STOPPING,
+    LATENCY_STDEV,
+    MEASURED_TIME,
+    PHASE_CPU_TIME,
+    PHASE_DURATION,
+    PHASE_MEAN_CPU,
+    QUERY_COUNT,
+    current_name,
+)
 
 #: Per-phase monitor statistics logged as metrics; ``{phase}/...`` energy keys also are.
-PHASE_STATISTICS = ("duration_seconds", "peak_proc_rss_bytes", "proc_cpu_seconds",
-                    "mean_proc_cpu_percent")
+PHASE_STATISTICS = (PHASE_DURATION, "peak_proc_rss_bytes", PHASE_CPU_TIME, PHASE_MEAN_CPU)
 _ENERGY = re.compile(r"(cpu_package|gpu)\d+_energy_joules")
 #: Latency statistics kept out of the metrics (p50, p99, throughput and query counts stay).
-DETAIL_STATISTICS = frozenset({"latency_mean_ms", "latency_p90_ms", "latency_p95_ms",
-                               "latency_stdev_ms", "measured_seconds"})
+DETAIL_STATISTICS = frozenset({LATENCY_MEAN, LATENCY_P90, LATENCY_P95, LATENCY_STDEV,
+                               MEASURED_TIME})
 #: The validity figure logged, as its worst over the judged phases; the others (and each
 #: phase's own) are in summary.json, and the tag dlaas.validity_reason names the phase.
 VALIDITY_FIGURE = "other_processes_cpu_cores"
@@ -30,16 +42,16 @@ VALIDITY_FIGURE = "other_processes_cpu_cores"
 
 #: Kept out of histories over batch sizes (each batch size's own key carries them; the
 #: histories chart p99 and throughput against batch size).
-PER_BATCH_ONLY = frozenset({"query_count", "latency_p99_early_stopping_ms", "latency_p50_ms"})
+PER_BATCH_ONLY = frozenset({QUERY_COUNT, LATENCY_P99_EARLY_STOPPING, LATENCY_P50})
 #: One ensemble member's latencies (the ensemble's throughput and size are metrics).
 _MEMBER = re.compile(r"model\d+_latency_\w+_ms")
 #: Phases around the measured work: how long they took and how much memory they held.
 SETUP_PHASES = frozenset({"load", "warmup", "check", "save"})
-SETUP_STATISTICS = ("duration_seconds", "peak_proc_rss_bytes")
+SETUP_STATISTICS = (PHASE_DURATION, "peak_proc_rss_bytes")
 #: The whole run: what the report falls back on for runs without ``measured_*`` figures,
 #: and its energy (every energy key of the run phase is kept).
 RUN_PHASE = "run"
-RUN_STATISTICS = ("peak_proc_rss_bytes", "proc_cpu_seconds")
+RUN_STATISTICS = ("peak_proc_rss_bytes", PHASE_CPU_TIME)
 
 
 def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:

@@ -61,13 +61,71 @@ PHASE_PEAK_MEMORY = "peak_proc_rss_megabytes"
 # Figures the report derives from the logged ones (report/derived.py computes them)
 WHOLE_RUN_ENERGY = "whole_run_energy_joules"
 ENERGY_PER_1000 = "energy_per_1000_predictions_joules"
-# Detail keys people optimize or bound by name
+# Training, per epoch (step = epoch)
+TRAIN_LOSS = "train_loss"
+TRAIN_ACCURACY = "train_accuracy"
+EPOCH_TEST_ACCURACY = "test_accuracy"
+EPOCH_TIME = "epoch_time_seconds"
+EPOCH_THROUGHPUT = "train_samples_per_second"
+CUMULATIVE_TRAIN_TIME = "cumulative_train_time_seconds"
+# Training, at the end (beside the headline)
+TOTAL_TRAIN_TIME = "total_train_time_seconds"
+WARMUP_TIME = "warmup_time_seconds"
 TEST_TIME = "test_time_seconds"
-RUN_CPU_TIME = "run/proc_cpu_seconds"
+TEST_THROUGHPUT = "test_samples_per_second"
+EPOCHS_COMPLETED = "epochs_completed"
+STEPS_COMPLETED = "steps_completed"
+TARGET_REACHED = "target_reached"
+PARAMETER_COUNT = "parameter_count"
+# Inference: a scenario's statistics, under ``{scenario}/`` and ``{scenario}/batch_{n}/``
+LATENCY_P50 = "latency_p50_ms"
+LATENCY_P90 = "latency_p90_ms"
+LATENCY_P95 = "latency_p95_ms"
+LATENCY_P99 = "latency_p99_ms"
+LATENCY_MEAN = "latency_mean_ms"
+LATENCY_STDEV = "latency_stdev_ms"
+LATENCY_P99_EARLY_STOPPING = "latency_p99_early_stopping_ms"
+QUERY_COUNT = "query_count"
+MEASURED_TIME = "measured_seconds"  # not duration_seconds: the monitor's whole phase
+THROUGHPUT = "throughput_samples_per_second"
+SAMPLES_TOTAL = "samples_total"
 LOAD_TIME = "load_time_seconds"
-P50_LATENCY = "single_stream/latency_p50_ms"
-P99_LATENCY = "single_stream/latency_p99_ms"
-INFERENCE_THROUGHPUT = "offline/throughput_samples_per_second"
+# The server scenario's offered and achieved rate; its load curve (step = point)
+SERVER_TARGET_QPS = "server/target_qps"
+SERVER_ACHIEVED_QPS = "server/achieved_qps"
+SERVER_MEAN_BATCH = "server/mean_batch_size"
+SERVER_LOAD_P99 = "server_load/latency_p99_ms"
+SERVER_LOAD_ACHIEVED_QPS = "server_load/achieved_qps"
+SERVER_LOAD_QUERY_COUNT = "server_load/query_count"
+# The ensemble scenario: its size, and each member's latencies (``ensemble/model{i}_...``)
+ENSEMBLE_SIZE = "ensemble/size"
+# A phase's statistics, under ``{phase}/`` (the monitor's, as the run logs them)
+PHASE_DURATION = "duration_seconds"
+PHASE_CPU_TIME = "proc_cpu_seconds"
+PHASE_MEAN_CPU = "mean_proc_cpu_percent"
+TRAIN_MEAN_CPU = f"train/{PHASE_MEAN_CPU}"
+# The output check against the reference framework
+EQUIVALENCE_MAX_ABS_ERROR = "equivalence/max_abs_error"
+EQUIVALENCE_MAX_RELATIVE_ERROR = "equivalence/max_relative_error"
+EQUIVALENCE_TOP1_AGREEMENT = "equivalence/top1_agreement"
+# The whole run's process tree, as the monitor measured it; the worker as the kernel counted it
+RUN_CPU_TIME = "run/proc_cpu_seconds"
+WORKER_KERNEL_CPU_TIME = "worker/kernel_cpu_seconds"
+# ``mlflow-dlaas monitor``: the command's wall time and the kernel's account of its tree
+WALL_TIME = "wall_time_seconds"
+KERNEL_CPU_TIME = "kernel_cpu_seconds"
+KERNEL_MAX_RSS = "kernel_max_rss_bytes"
+EXIT_CODE = "exit_code"
+
+
+def scenario_key(scenario: str, statistic: str, batch: int | None = None) -> str:
+    """``offline/latency_p99_ms``, or per batch size ``offline/batch_32/latency_p99_ms``."""
+    return f"{scenario}/{statistic}" if batch is None else f"{scenario}/batch_{batch}/{statistic}"
+
+
+P50_LATENCY = scenario_key("single_stream", LATENCY_P50)
+P99_LATENCY = scenario_key("single_stream", LATENCY_P99)
+INFERENCE_THROUGHPUT = scenario_key("offline", THROUGHPUT)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.launch import projects_dir
 from mlflow_dlaas.optuna_access.pruners import PRUNERS
 from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
+from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY
 
 ENTRY_POINTS = ("train", "infer")
 SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
@@ -29,7 +30,7 @@ REPLICATE_SEEDS = ("vary", "fixed")
 #: The seed the train and infer entry points use when none is given.
 DEFAULT_SEED = 0
 #: The per-epoch metric a pruner watches, per entry point.
-PRUNING_METRIC = {"train": "test_accuracy"}
+PRUNING_METRIC = {"train": EPOCH_TEST_ACCURACY}
 #: Each entry point's own parser of its params (the workload's validation, no framework import).
 PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "train": TrainConfig.from_params, "infer": InferConfig.from_params}

@@ -35,7 +35,13 @@ from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.runs.curation import curated_validity, phase_energy, phase_total, split_details
 from mlflow_dlaas.runs.dataset_input import log_dataset_input
 from mlflow_dlaas.runs.lifecycle import log_new_params
-from mlflow_dlaas.runs.schema import CPU_TIME, ENERGY, PEAK_MEMORY, megabytes
+from mlflow_dlaas.runs.schema import (
+    CPU_TIME,
+    ENERGY,
+    PEAK_MEMORY,
+    WORKER_KERNEL_CPU_TIME,
+    megabytes,
+)
 from mlflow_dlaas.runs.validity import Verdict, judge
 from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
 from mlflow_dlaas.worker.lifeline import stop_process_tree
@@ -253,7 +259,7 @@ class _Supervision:
     def _log_kernel_accounting(self, usage: Any) -> None:
         """The kernel's CPU time of the worker's whole life (saving included)."""
         if usage is not None:
-            mlflow.log_metric("worker/kernel_cpu_seconds", usage.ru_utime + usage.ru_stime)
+            mlflow.log_metric(WORKER_KERNEL_CPU_TIME, usage.ru_utime + usage.ru_stime)
 
     def _tail(self) -> str:
         return "".join(list(self.output)[-TAIL_LINES:]).rstrip() or "(no output)"

@@ -32,10 +32,12 @@ from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
+    LATENCY_P99,
     RUNTIME_TAG,
     SERVER_MAX_QPS,
     headline_text,
     inference_headline,
+    scenario_key,
 )
 from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
@@ -52,7 +54,7 @@ from mlflow_dlaas.workloads.run_description import (
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"
 #: A server run at one given rate (no search): its p99, printed with the headline figures.
-SERVER_P99 = "server/latency_p99_ms"
+SERVER_P99 = scenario_key("server", LATENCY_P99)
 
 
 @dataclass(frozen=True)

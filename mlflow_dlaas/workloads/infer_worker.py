@@ -38,13 +38,28 @@ from mlflow_dlaas.inference.source import (
 )
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
+    ENSEMBLE_SIZE,
     EQUIVALENCE_RULE_TAG,
+    LATENCY_P50,
+    LATENCY_P99,
+    LOAD_TIME,
     LOADGEN_RESULT_TAG,
+    MEASURED_TIME,
+    QUERY_COUNT,
     RUNTIME_VERSION_TAG,
+    SAMPLES_TOTAL,
     SCENARIO_RULES_TAG,
+    SERVER_ACHIEVED_QPS,
+    SERVER_LOAD_ACHIEVED_QPS,
+    SERVER_LOAD_P99,
+    SERVER_LOAD_QUERY_COUNT,
     SERVER_MAX_QPS,
+    SERVER_MEAN_BATCH,
     SERVER_P99_AT_MAX_QPS,
     SERVER_RATE_SEARCH_TAG,
+    SERVER_TARGET_QPS,
+    THROUGHPUT,
+    scenario_key,
 )
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
@@ -142,9 +157,9 @@ def _serve_instances(channel: WorkerChannel, config: InferConfig) -> Measured:
                     _report_batch(channel, scenario, size, pooled)
                     measured.append((scenario, size, pooled))
                     own += [{"scenario": scenario, "batch_size": size, "instance": i,
-                             "throughput_samples_per_second": r.throughput_samples_per_s,
-                             "latency_p50_ms": r.p50_ms, "latency_p99_ms": r.p99_ms,
-                             "query_count": r.count, "measured_seconds": r.duration_s}
+                             THROUGHPUT: r.throughput_samples_per_s,
+                             LATENCY_P50: r.p50_ms, LATENCY_P99: r.p99_ms,
+                             QUERY_COUNT: r.count, MEASURED_TIME: r.duration_s}
                             for i, r in enumerate(parts)]
     finally:
         layout.stop()
@@ -185,13 +200,13 @@ def _report_totals_and_cdf(channel: WorkerChannel, measured: Measured) -> None:
     """``{scenario}/samples_total`` (for energy per prediction) and the latency CDFs."""
     totals: dict[str, float] = defaultdict(float)
     for scenario, _, result in measured:  # ensemble members count towards "ensemble"
-        totals[f"{scenario.split('/')[0]}/samples_total"] += result.samples
+        totals[scenario_key(scenario.split("/")[0], SAMPLES_TOTAL)] += result.samples
     if totals:
         channel.metrics(dict(totals))
     out = worker_dir()
     with (out / CDF_FILE).open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["scenario", "batch_size", "percentile", "latency_ms", "query_count"])
+        writer.writerow(["scenario", "batch_size", "percentile", "latency_ms", QUERY_COUNT])
         for scenario, batch, result in measured:  # with the queries each curve rests on
             writer.writerows([scenario, batch, int(q), round(v, 6), result.count]
                              for q, v in zip(CDF_POINTS, result.cdf_ms, strict=True))
@@ -209,7 +224,7 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
     host = fingerprint()
     channel.tags({RUNTIME_VERSION_TAG: runtime.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
-    channel.metrics({"load_time_seconds": load_s})
+    channel.metrics({LOAD_TIME: load_s})
 
 
 def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: InferenceRuntime,
@@ -286,9 +301,9 @@ def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
         result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
                                   **batching)
         tried.append(result)
-    channel.metrics({**result.latency.metrics("server"), "server/target_qps": target,
-                     "server/achieved_qps": result.achieved_qps,
-                     "server/mean_batch_size": result.mean_batch_size})
+    channel.metrics({**result.latency.metrics("server"), SERVER_TARGET_QPS: target,
+                     SERVER_ACHIEVED_QPS: result.achieved_qps,
+                     SERVER_MEAN_BATCH: result.mean_batch_size})
     if config.server_p99_bound_ms > 0:
         del batching["p99_bound_ms"]
         search = scenarios.max_rate_within_bound(
@@ -298,9 +313,9 @@ def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
         tried = [p for p in tried if p not in search.probes] + list(search.probes)
         _report_search(channel, search, config.server_p99_bound_ms)
     for point in sorted(tried, key=lambda r: r.target_qps):
-        channel.metrics({"server_load/latency_p99_ms": point.latency.p99_ms,
-                         "server_load/achieved_qps": point.achieved_qps,
-                         "server_load/query_count": float(point.latency.count)},
+        channel.metrics({SERVER_LOAD_P99: point.latency.p99_ms,
+                         SERVER_LOAD_ACHIEVED_QPS: point.achieved_qps,
+                         SERVER_LOAD_QUERY_COUNT: float(point.latency.count)},
                         step=max(1, round(point.target_qps)))
     return [("server", 1, result.latency)]
 
@@ -340,12 +355,12 @@ def _ensemble(channel: WorkerChannel, predict: scenarios.Predictor, data: np.nda
     else:
         results = _serve_processes(config, k)
     window = max(r.duration_s for r in results)
-    metrics = {"ensemble/size": float(k),
-               "ensemble/throughput_samples_per_second":
+    metrics = {ENSEMBLE_SIZE: float(k),
+               scenario_key("ensemble", THROUGHPUT):
                    sum(r.count * r.samples_per_query for r in results) / window}
     for i, r in enumerate(results):
-        metrics[f"ensemble/model{i}_latency_p99_ms"] = r.p99_ms
-        metrics[f"ensemble/model{i}_latency_p50_ms"] = r.p50_ms
+        metrics[scenario_key("ensemble", f"model{i}_{LATENCY_P99}")] = r.p99_ms
+        metrics[scenario_key("ensemble", f"model{i}_{LATENCY_P50}")] = r.p50_ms
     channel.metrics(metrics)
     return [(f"ensemble/model{i}", 1, r) for i, r in enumerate(results)]
 

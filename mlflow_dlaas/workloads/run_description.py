@@ -11,6 +11,11 @@ import mlflow
 
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.runs.schema import (
+    LATENCY_P50,
+    LATENCY_P99,
+    LOAD_TIME,
+    TEST_TIME,
+    THROUGHPUT,
     TRIAL_NAME_TAG,
     VALIDITY_REASON_TAG,
     VALIDITY_TAG,
@@ -72,12 +77,11 @@ def name_active_run(name: str) -> None:
 
 
 #: Figures of the run's phases that its description shows after the headline ones.
-DETAILS = (("test_time_seconds", "test time", "{:.3f} s"),
-           ("load_time_seconds", "model load time", "{:.3f} s"))
-_BATCHED = re.compile(r"(?P<scenario>[a-z_]+)/batch_(?P<batch>\d+)/(?P<name>latency_p50_ms|"
-                      r"latency_p99_ms|throughput_samples_per_second)")
-_BATCHED_FORMAT = {"latency_p50_ms": "p50 {:.3f} ms", "latency_p99_ms": "p99 {:.3f} ms",
-                   "throughput_samples_per_second": "{:.0f} samples/s"}
+DETAILS = ((TEST_TIME, "test time", "{:.3f} s"), (LOAD_TIME, "model load time", "{:.3f} s"))
+_BATCHED_FORMAT = {LATENCY_P50: "p50 {:.3f} ms", LATENCY_P99: "p99 {:.3f} ms",
+                   THROUGHPUT: "{:.0f} samples/s"}
+_BATCHED = re.compile(r"(?P<scenario>[a-z_]+)/batch_(?P<batch>\d+)/(?P<name>"
+                      + "|".join(_BATCHED_FORMAT) + ")")
 
 
 def headline_figures(metrics: Mapping[str, float]) -> dict[str, str]:

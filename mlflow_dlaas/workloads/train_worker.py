@@ -27,13 +27,27 @@ from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
+    CUMULATIVE_TRAIN_TIME,
+    EPOCH_TEST_ACCURACY,
+    EPOCH_THROUGHPUT,
+    EPOCH_TIME,
+    EPOCHS_COMPLETED,
     FRAMEWORK_VERSION_TAG,
     MODEL_FLAVOR_TAG,
     ONNX_TAG,
+    PARAMETER_COUNT,
+    STEPS_COMPLETED,
+    TARGET_REACHED,
     TEST_ACCURACY,
+    TEST_THROUGHPUT,
+    TEST_TIME,
     TIME_TO_ACCURACY,
+    TOTAL_TRAIN_TIME,
+    TRAIN_ACCURACY,
+    TRAIN_LOSS,
     TRAIN_THROUGHPUT,
     TRAIN_TIME,
+    WARMUP_TIME,
 )
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
@@ -94,7 +108,7 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     host = fingerprint()
     channel.tags({FRAMEWORK_VERSION_TAG: adapter.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
-    channel.metrics({"parameter_count": trainer.parameter_count()})
+    channel.metrics({PARAMETER_COUNT: trainer.parameter_count()})
     report_libraries(channel, config.parallelism, adapter.name, adapter.native_library,
                      adapter.libraries_in_force())
 
@@ -137,12 +151,12 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         if time_to_accuracy is None and test_accuracy >= config.target_accuracy:
             time_to_accuracy = train_s
         channel.metrics({
-            "train_loss": stats.mean_loss,
-            "train_accuracy": stats.accuracy,
-            "test_accuracy": test_accuracy,
-            "epoch_time_seconds": epoch_s,
-            "train_samples_per_second": stats.samples / epoch_s if epoch_s else 0.0,
-            "cumulative_train_time_seconds": train_s,
+            TRAIN_LOSS: stats.mean_loss,
+            TRAIN_ACCURACY: stats.accuracy,
+            EPOCH_TEST_ACCURACY: test_accuracy,
+            EPOCH_TIME: epoch_s,
+            EPOCH_THROUGHPUT: stats.samples / epoch_s if epoch_s else 0.0,
+            CUMULATIVE_TRAIN_TIME: train_s,
         }, step=epoch)
         log.info("epoch %d: loss %.4f test accuracy %.4f (%.2f s)", epoch, stats.mean_loss,
                  test_accuracy, epoch_s)
@@ -154,14 +168,14 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
     final = {
         TEST_ACCURACY: test_accuracy,
         TRAIN_TIME: train_s,
-        "total_train_time_seconds": train_s + warmup_s,
-        "warmup_time_seconds": warmup_s,
-        "test_time_seconds": test_s,
-        "test_samples_per_second": len(dataset.x_test) / test_s if test_s else 0.0,
+        TOTAL_TRAIN_TIME: train_s + warmup_s,
+        WARMUP_TIME: warmup_s,
+        TEST_TIME: test_s,
+        TEST_THROUGHPUT: len(dataset.x_test) / test_s if test_s else 0.0,
         TRAIN_THROUGHPUT: samples / train_s if train_s else 0.0,
-        "epochs_completed": float(epoch),
-        "steps_completed": float(steps),
-        "target_reached": float(time_to_accuracy is not None),
+        EPOCHS_COMPLETED: float(epoch),
+        STEPS_COMPLETED: float(steps),
+        TARGET_REACHED: float(time_to_accuracy is not None),
     }
     if time_to_accuracy is not None:
         final[TIME_TO_ACCURACY] = time_to_accuracy
