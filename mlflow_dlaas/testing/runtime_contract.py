@@ -43,6 +43,7 @@ def _prepared(runtime: InferenceRuntime, workdir: Path
               ) -> tuple[ModelSource, Callable[[np.ndarray], np.ndarray]]:
     runtime.load()
     source = contract_source(runtime, workdir)
+    runtime.apply_threads(ParallelismSettings())  # as the harness does, before prepare()
     return source, runtime.prepare(source, InferenceOptions())
 
 

@@ -71,7 +71,7 @@ from mlflow_dlaas.workloads.serving import (
     inputs_of,
     loadgen_dir,
     loadgen_root,
-    options_of,
+    prepared,
     resolve_source,
     sample_inputs,
 )
@@ -98,7 +98,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
         t0 = time.perf_counter()
         runtime.load()
         source = resolve_source(config, runtime)
-        predict = runtime.prepare(source, options_of(config))
+        predict = prepared(runtime, source, config)
         load_s = time.perf_counter() - t0
     _describe(channel, runtime, source, load_s)
     report_libraries(channel, config.parallelism, runtime.name, runtime.native_library,
@@ -370,7 +370,7 @@ def _serve_threads(predict: scenarios.Predictor, config: InferConfig, x: np.ndar
     runtime = get_runtime(config.runtime)
     runtime.load()
     source = resolve_source(config, runtime)
-    members = [predict] + [runtime.prepare(source, options_of(config))
+    members = [predict] + [prepared(runtime, source, config)
                            for _ in range(config.ensemble_size - 1)]
     results: list[LatencyResult] = []
     lock = threading.Lock()
@@ -411,7 +411,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
     runtime = get_runtime(config.runtime)
     runtime.load()
     source = resolve_source(config, runtime)
-    predict = runtime.prepare(source, options_of(config))
+    predict = prepared(runtime, source, config)
     x = sample_inputs(runtime, source, config.seed + 1, 1)
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,
                                   config.warmup_queries)

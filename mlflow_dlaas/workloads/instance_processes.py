@@ -26,7 +26,7 @@ from mlflow_dlaas.workloads.serving import (
     in_fixed_batches,
     inputs_of,
     loadgen_dir,
-    options_of,
+    prepared,
     resolve_source,
 )
 
@@ -154,7 +154,7 @@ def _load_instance(config: InferConfig, index: int, cores: tuple[int, ...], resu
     instance_config = replace(config, parallelism=settings, instances=1, cores_per_instance=0)
     runtime.load()
     source = resolve_source(instance_config, runtime)
-    predict = runtime.prepare(source, options_of(instance_config))
+    predict = prepared(runtime, source, instance_config)
     if source.user is not None and source.user.fixed_batch:
         predict = in_fixed_batches(predict, source.user.fixed_batch)
     found = read_back(runtime.native_library, runtime.libraries_in_force())

@@ -40,6 +40,14 @@ def resolve_source(config: InferConfig, runtime: InferenceRuntime) -> ModelSourc
     return fresh_native_source(config.model, shape, config.seed, runtime.name)
 
 
+def prepared(runtime: InferenceRuntime, source: ModelSource, config: InferConfig
+             ) -> scenarios.Predictor:
+    """The run's thread settings applied (process-wide where the library takes them so),
+    then the model prepared: the one step every process that serves takes."""
+    runtime.apply_threads(config.parallelism)
+    return runtime.prepare(source, options_of(config))
+
+
 def options_of(config: InferConfig) -> InferenceOptions:
     return InferenceOptions(config.precision, config.device, config.graph_optimization_level,
                             config.execution_mode, config.torch_compile, config.jit_compile,

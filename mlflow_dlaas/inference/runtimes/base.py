@@ -46,6 +46,12 @@ class InferenceRuntime(abc.ABC):
         ``onednn`` ('on' / 'off') as it will be used, and its build reports."""
         return {}
 
+    def apply_threads(self, settings: ParallelismSettings) -> None:
+        """Set the thread counts a library takes process-wide; the harness calls it after
+        :meth:`load` and before :meth:`prepare`. Runtimes whose sessions take threads as
+        options (ONNX Runtime, OpenVINO) read ``options.parallelism`` in :meth:`prepare`."""
+        return None
+
     @abc.abstractmethod
     def load(self) -> None:
         """Import the runtime; MissingDependencyError names the extra."""

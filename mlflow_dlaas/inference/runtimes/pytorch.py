@@ -13,6 +13,7 @@ from mlflow_dlaas.frameworks.pytorch import libraries_in_force, set_threads, thr
 from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.scenarios import Predictor
 from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.parallelism import ParallelismSettings
 
 
 class PyTorchRuntime(InferenceRuntime):
@@ -34,9 +35,11 @@ class PyTorchRuntime(InferenceRuntime):
     def libraries_in_force(self) -> dict[str, Any]:
         return libraries_in_force(self.torch)
 
+    def apply_threads(self, settings: ParallelismSettings) -> None:
+        set_threads(self.torch, settings)
+
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch
-        set_threads(torch, options.parallelism)
         if options.precision == "int8":
             raise ConfigError("int8 is done through ONNX Runtime's dynamic quantization: "
                               "use runtime onnxruntime with precision int8")

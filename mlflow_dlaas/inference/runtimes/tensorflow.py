@@ -51,9 +51,11 @@ class TensorFlowRuntime(InferenceRuntime):
     def layout(self, x: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
+    def apply_threads(self, settings: ParallelismSettings) -> None:
+        set_threads(self.tf, settings)
+
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         tf = self.tf
-        set_threads(tf, options.parallelism)
         if options.precision != "fp32":
             raise ConfigError("the tensorflow runtime runs fp32 here; int8 goes through "
                               "onnxruntime, fp16 needs a GPU runtime")
