@@ -51,7 +51,7 @@ def main() -> None:
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
         import mlflow
 
-        from mlflow_dlaas.monitor.command import run_monitored
+        from mlflow_dlaas.own_project.command import run_monitored
         from mlflow_dlaas.runs import schema
 
         outcome = run_monitored(cmd, interval_s=args.interval, experiment="fidelity")

@@ -12,6 +12,8 @@ import os
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
+from mlflow_dlaas.own_project.phase_marks import phase  # noqa: E402 (after the variable)
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "phase"]

@@ -14,7 +14,7 @@ import click
 
 from mlflow_dlaas import __version__
 from mlflow_dlaas.console_log import quiet_library_chatter
-from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.errors import ConfigError, DlaasError
 from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable, redact_text, redact_uri
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,30 +107,56 @@ def env_command(as_json: bool, shallow: bool) -> None:
               help="Seconds between samples (default 0.2, works down to 0.05).")
 @click.option("--experiment", default=None, help="MLflow experiment name (created if absent).")
 @click.option("--run-name", default=None, help="Name of the MLflow run.")
+@click.option("--threads", default=None, metavar="N",
+              help="intra_op_threads: OpenMP, MKL, OpenBLAS, BLIS and TensorFlow intra-op "
+                   "pools, through their variables.")
+@click.option("--allocator", default=None, metavar="NAME",
+              help="default, jemalloc or tcmalloc (preloaded).")
+@click.option("--openmp-runtime", default=None, metavar="NAME",
+              help="default, gnu or intel (preloaded).")
+@click.option("--set", "others", multiple=True, metavar="NAME=VALUE",
+              help="Any other setting a study applies around a project (inter_op_threads, "
+                   "omp_threads, blas_threads, cpu_affinity, omp_proc_bind, ...); repeatable.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @reports_errors
 def monitor_command(
-    interval_s: float | None, experiment: str | None, run_name: str | None, command: tuple[str, ...]
+    interval_s: float | None, experiment: str | None, run_name: str | None,
+    threads: str | None, allocator: str | None, openmp_runtime: str | None,
+    others: tuple[str, ...], command: tuple[str, ...]
 ) -> None:
-    """Run COMMAND in a new MLflow run and record its resource use.
+    """Run COMMAND in a new MLflow run, with the given thread and library settings applied
+    around it, and record its resource use, the libraries mapped and a validity verdict.
 
-    Exits with COMMAND's exit code. Example: mlflow-dlaas monitor -- python train.py
+    Exits with COMMAND's exit code (1 where it exited 0 but did not take a setting).
+    Example: mlflow-dlaas monitor --threads 2 --allocator jemalloc -- python train.py
     """
-    from mlflow_dlaas.monitor.command import run_monitored
     from mlflow_dlaas.monitor.resource_monitor import DEFAULT_INTERVAL_S
+    from mlflow_dlaas.own_project.command import run_monitored
 
+    settings = {name: value for name, value in (("intra_op_threads", threads),
+                                                ("allocator", allocator),
+                                                ("openmp_runtime", openmp_runtime))
+                if value is not None}
+    for pair in others:
+        name, eq, value = pair.partition("=")
+        if not eq or not name.strip():
+            raise ConfigError(f"--set {pair!r}: write NAME=VALUE, e.g. --set omp_threads=2")
+        settings[name.strip()] = value.strip()
     outcome = run_monitored(
         command,
         interval_s=DEFAULT_INTERVAL_S if interval_s is None else interval_s,
         experiment=experiment,
         run_name=run_name,
+        settings=settings,
     )
+    for problem in outcome.problems:
+        click.echo(f"mlflow-dlaas: {problem}", err=True)
     click.echo(
         f"mlflow-dlaas: run {outcome.run_id}: exit code {outcome.exit_code}, "
         f"{outcome.wall_time_s:.2f} s wall, {outcome.kernel_cpu_seconds:.2f} s CPU",
         err=True,
     )
-    sys.exit(outcome.exit_code)
+    sys.exit(outcome.exit_code or (1 if outcome.problems else 0))
 
 
 @cli.command("study")

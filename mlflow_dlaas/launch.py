@@ -8,8 +8,10 @@ command at once; it returns a handle that does not wait. The run is ended by the
 a process that dies without ending it is ended by whoever waits on it.
 
 MLflow's private surface stays in this module: ``LocalBackend`` with its config keys
-(MLflow 3.17 has no public call that starts an entry point without a CLI process) and the
-handle's ``command_proc`` (``SubmittedRun`` offers only a blocking ``wait()``).
+(MLflow 3.17 has no public call that starts an entry point without a CLI process), the
+handle's ``command_proc`` (``SubmittedRun`` offers only a blocking ``wait()``), and the
+project reader ``_project_spec.load_project`` with the project's entry-point list (MLflow
+3.17 has no public call that lists a project's parameters before it runs).
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import mlflow
 from mlflow.environment_variables import MLFLOW_ENV_ROOT
+from mlflow.projects._project_spec import load_project
 from mlflow.projects.backend.local import LocalBackend
 from mlflow.projects.submitted_run import SubmittedRun
 from mlflow.projects.utils import (
@@ -36,10 +42,11 @@ from mlflow.projects.utils import (
     PROJECT_ENV_MANAGER,
     PROJECT_STORAGE_DIR,
     PROJECT_SYNCHRONOUS,
+    fetch_and_validate_project,
 )
 
 from mlflow_dlaas.console_log import quiet_library_chatter
-from mlflow_dlaas.errors import EXIT_UNDELIVERED
+from mlflow_dlaas.errors import EXIT_UNDELIVERED, ConfigError
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.runs.lifecycle import end_run
@@ -56,8 +63,6 @@ def use_this_python() -> None:
     own = os.path.dirname(sys.executable)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != own:
         os.environ["PATH"] = own + os.pathsep + os.environ.get("PATH", "")
-
-
 
 
 #: Environment managers whose environments MLflow builds on first use, in a shared folder.
@@ -82,10 +87,46 @@ def environment_lock(env_manager: str) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class ProjectEntry:
+    """An MLflow Project's entry point, as MLflow reads it: the parameters it declares and
+    whether it takes undeclared ones (a script entry point without an MLproject file)."""
+
+    uri: str
+    entry_point: str
+    parameters: Mapping[str, str | None]  # name -> default (None: required)
+    open_ended: bool
+
+
+def read_project(uri: str, entry_point: str) -> ProjectEntry:
+    """Fetch (a git URI is cloned) and read the project at ``uri``; ConfigError naming the
+    problem where it is not a project or has no such entry point."""
+    try:
+        work_dir = fetch_and_validate_project(uri, None, entry_point, {})
+        project = load_project(work_dir)
+        entry = project.get_entry_point(entry_point)
+    except Exception as e:  # MLflow's ExecutionException, git's errors: one line each
+        said = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"project {uri}: {said}") from None
+    declared = {name: None if p.default is None else str(p.default)
+                for name, p in entry.parameters.items()}
+    return ProjectEntry(uri, entry_point, declared,
+                        open_ended=entry_point not in (project._entry_points or {}))
+
+
 def start_project_run(project: str, entry_point: str, params: Mapping[str, Any], *,
                       experiment_id: str, run_id: str | None = None,
                       env_manager: str = "local") -> SubmittedRun:
     """Start ``projects/<project>``'s entry point in a fresh process; do not wait."""
+    return start_project(str(projects_dir() / project), entry_point, params,
+                         experiment_id=experiment_id, run_id=run_id, env_manager=env_manager)
+
+
+def start_project(uri: str, entry_point: str, params: Mapping[str, Any], *,
+                  experiment_id: str, run_id: str | None = None,
+                  env_manager: str = "local") -> SubmittedRun:
+    """Start the entry point of the MLflow Project at ``uri`` (a folder or a git URI) in a
+    fresh process; do not wait."""
     use_this_python()
     quiet_library_chatter()  # MLflow Projects' "=== Running command ..." per run
     os.environ.update(launcher_environment())  # the entry point dies with us, even by SIGKILL
@@ -99,7 +140,7 @@ def start_project_run(project: str, entry_point: str, params: Mapping[str, Any],
     with tempfile.TemporaryDirectory(prefix="dlaas-project-") as storage, \
             environment_lock(env_manager):
         config[PROJECT_STORAGE_DIR] = storage
-        return LocalBackend().run(str(projects_dir() / project), entry_point,
+        return LocalBackend().run(uri, entry_point,
                                   {k: str(v) for k, v in params.items()}, None, config,
                                   mlflow.get_tracking_uri(), experiment_id)
 
@@ -108,6 +149,26 @@ def wait_for_exit(submitted: SubmittedRun, timeout_s: float) -> None:
     """Wait up to ``timeout_s`` for the entry point's process; returns as soon as it ends."""
     with contextlib.suppress(subprocess.TimeoutExpired):
         submitted.command_proc.wait(timeout=timeout_s)
+
+
+def wait_exited(submitted: SubmittedRun, timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Whether the entry point's process has exited, waiting up to ``timeout_s``; it is left
+    unreaped, so that a monitor's last sample still reads it (then call :func:`reap`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if os.waitid(os.P_PID, submitted.command_proc.pid,
+                     os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+
+
+def reap(submitted: SubmittedRun) -> resource.struct_rusage:
+    """Reap the exited entry point's process: the kernel's account of its whole tree."""
+    _, status, usage = os.wait4(submitted.command_proc.pid, 0)
+    submitted.command_proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage
 
 
 def exit_code(submitted: SubmittedRun) -> int | None:

@@ -199,10 +199,21 @@ def threading_study(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
     return run_as_user(THREADING_STUDY, user_folder(tmp_path_factory, "threading"), 900)
 
 
+#: The documented study over the user's own project (docs/studies.md, "Your own project").
+OWN_PROJECT_STUDY = "mlflow-dlaas study examples/own_project_study.yaml"
+
+
+@pytest.fixture(scope="session")
+def own_project_study(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
+    """:data:`OWN_PROJECT_STUDY` as written, once a session, in a fresh folder and store."""
+    return run_as_user(OWN_PROJECT_STUDY, user_folder(tmp_path_factory, "own-project"), 900)
+
+
 
 #: Session fixtures that make real runs: the tests that share one run on one xdist worker
 #: (``make test`` runs two), so that each is made once a session.
 SHARED_SESSION_FIXTURES = {"demo": "demo", "threading_study": "threading",
+                           "own_project_study": "own_project",
                            "measured": "report-runs", "report_dir": "report-runs"}
 
 
@@ -215,7 +226,7 @@ def _xdist_group(item: pytest.Item) -> str | None:
             return SHARED_SESSION_FIXTURES[name]
     params = getattr(getattr(item, "callspec", None), "params", {})
     where = _documented_command_folder(str(params.get("command", "")))
-    if where in ("demo", "threading"):
+    if where in ("demo", "threading", "own_project"):
         return where
     if any(d[-1].scope == "module" for n, d in definitions.items() if d):
         return item.module.__name__
@@ -238,3 +249,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = _xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+

@@ -160,3 +160,30 @@ def test_a_command_killed_by_a_signal_fails_its_run_with_the_reason(cli_path: st
     (run,) = runs_of(tracking)
     assert run.info.status == "FAILED"
     assert run.data.tags[REASON_TAG] == "the command was killed by SIGKILL"
+
+
+def test_settings_are_applied_around_the_command_and_read_back(cli_path: str,
+                                                               tracking: str) -> None:
+    """``--threads`` and ``--allocator`` as a study applies them to a project: the command
+    sees the variables, jemalloc is mapped into it, its phases are reported apart."""
+    code = ("import os, time, mlflow, mlflow_dlaas\n"
+            "with mlflow_dlaas.phase('work'):\n"
+            "    time.sleep(0.3)\n"
+            "mlflow.start_run(); mlflow.log_param('seen', os.environ['OMP_NUM_THREADS'])\n"
+            "mlflow.end_run()\n")
+    done = _monitor(cli_path, tracking, "--threads", "2", "--allocator", "jemalloc",
+                    "--", sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+    (run,) = runs_of(tracking)
+    assert run.data.params["seen"] == "2"
+    assert run.data.params["intra_op_threads"] == "2"
+    assert "libjemalloc" in run.data.tags["dlaas.libraries.mapped"]
+    assert run.data.metrics["work/duration_seconds"] >= 0.25
+    assert run.data.tags["dlaas.validity"] in ("valid", "disturbed")
+
+
+def test_an_unknown_setting_is_refused_before_any_run(cli_path: str, tracking: str) -> None:
+    done = _monitor(cli_path, tracking, "--set", "thread=2", "--", "true")
+    assert done.returncode == 2
+    assert "--set thread: not a setting mlflow-dlaas applies" in done.stderr
+    assert not runs_of(tracking)

@@ -13,7 +13,14 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.runs.schema import REASON_TAG
-from tests.conftest import ROOT, THREADING_STUDY, CommandResult, run_as_user, user_folder
+from tests.conftest import (
+    OWN_PROJECT_STUDY,
+    ROOT,
+    THREADING_STUDY,
+    CommandResult,
+    run_as_user,
+    user_folder,
+)
 
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")
@@ -21,8 +28,9 @@ COMMAND = re.compile(r"^(mlflow-dlaas|mlflow run)\b")
 ILLUSTRATIVE = "illustrative"
 
 #: Where each command runs as written: "fresh" (a new folder and embedded store), "demo" (a
-#: copy of the folder `mlflow-dlaas demo` left) or "threading" (the folder of the session's
-#: documented threading study, after it; that study is the ``threading_study`` fixture).
+#: copy of the folder `mlflow-dlaas demo` left), "threading" or "own_project" (the folder of
+#: the session's documented study, after it: the ``threading_study`` and
+#: ``own_project_study`` fixtures).
 #: Recommendations may answer "none meets the constraints" (exit 1).
 RUN_AS_WRITTEN: dict[str, str] = {
     'mlflow run "$(mlflow-dlaas projects-path pytorch)" -e train -P epochs=3 '
@@ -40,6 +48,8 @@ RUN_AS_WRITTEN: dict[str, str] = {
     "mlflow run projects/pytorch -e train -P openmp_runtime=intel -P allocator=tcmalloc "
     "-P kmp_blocktime=0 -P onednn=off --env-manager local": "fresh",
     THREADING_STUDY: "threading",
+    OWN_PROJECT_STUDY: "own_project",
+    "mlflow-dlaas compare --study own-project-digits --include-disturbed": "own_project",
     "mlflow run . -e study -P spec=examples/threading_pytorch.yaml --env-manager local":
         "threading",
     "mlflow-dlaas compare --study threading-pytorch": "threading",
@@ -52,6 +62,10 @@ RUN_AS_WRITTEN: dict[str, str] = {
     "mlflow-dlaas recommend --experiment dlaas-demo --objective energy_per_1000_predictions "
     "--constraint 'p99_latency<=5'": "demo",
 }
+
+
+#: The documented studies, run once a session by their fixtures.
+STUDIES = {THREADING_STUDY: "threading", OWN_PROJECT_STUDY: "own_project"}
 
 
 @dataclass(frozen=True)
@@ -98,8 +112,8 @@ def test_every_documented_command_runs_here_or_is_marked_illustrative() -> None:
 def _folder(where: str, request: pytest.FixtureRequest, tmp_path_factory) -> Path:
     if where == "fresh":
         return user_folder(tmp_path_factory, "doc")
-    if where == "threading":
-        study: CommandResult = request.getfixturevalue("threading_study")
+    if where in STUDIES.values():
+        study: CommandResult = request.getfixturevalue(where + "_study")
         assert study.returncode == 0, study.stderr[-3000:]
         return study.folder
     demo: CommandResult = request.getfixturevalue("demo")
@@ -114,7 +128,7 @@ def _folder(where: str, request: pytest.FixtureRequest, tmp_path_factory) -> Pat
 def test_a_documented_command_runs_as_written(command: str, request: pytest.FixtureRequest,
                                               tmp_path_factory) -> None:
     folder = _folder(RUN_AS_WRITTEN[command], request, tmp_path_factory)
-    done = (request.getfixturevalue("threading_study") if command == THREADING_STUDY
+    done = (request.getfixturevalue(STUDIES[command] + "_study") if command in STUDIES
             else run_as_user(command, folder, timeout=900))
     allowed = (0, 1) if command.startswith("mlflow-dlaas recommend") else (0,)
     if done.returncode == 1 and " compare " in f" {command} " \

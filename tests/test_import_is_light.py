@@ -16,7 +16,7 @@ def _imported_after(code: str) -> list[str]:
 def test_importing_the_core_imports_no_framework_and_no_nvml() -> None:
     code = (
         "import mlflow_dlaas, mlflow_dlaas.cli, mlflow_dlaas.environment, mlflow_dlaas.monitor\n"
-        "import mlflow_dlaas.monitor.command, mlflow_dlaas.runs.tracking"
+        "import mlflow_dlaas.own_project.command, mlflow_dlaas.runs.tracking"
     )
     assert _imported_after(code) == []
 

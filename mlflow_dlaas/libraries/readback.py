@@ -58,10 +58,11 @@ def _libdl() -> ctypes.CDLL:
     return lib
 
 
-def mapped_files() -> list[str]:
-    """Every file mapped into this process (from /proc/self/maps), in load order."""
+def mapped_files(pid: int | str = "self") -> list[str]:
+    """Every file mapped into process ``pid`` (default: this one), from /proc/PID/maps, in
+    load order."""
     seen: dict[str, None] = {}
-    with open("/proc/self/maps") as maps:
+    with open(f"/proc/{pid}/maps") as maps:
         for line in maps:
             parts = line.split(maxsplit=5)
             if len(parts) == 6 and parts[5].startswith("/"):

@@ -16,6 +16,7 @@ from mlflow_dlaas.runs.schema import (
     FRAMEWORK_TAG,
     HOST_TAG,
     ORPHANED_TAG,
+    PROJECT_TAG,
     REASON_TAG,
     ROLE_TAG,
     RUNTIME_TAG,
@@ -31,7 +32,7 @@ PAGE_SIZE = 1000
 NOT_MEASUREMENTS = ("report", "study")
 #: tags copied into the table as plain columns
 TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
-               RUNTIME_TAG: "runtime", STUDY_TAG: "study",
+               RUNTIME_TAG: "runtime", PROJECT_TAG: "project", STUDY_TAG: "study",
                TRIAL_NUMBER_TAG: "trial_number", REASON_TAG: "failure_reason",
                VALIDITY_TAG: "validity", VALIDITY_REASON_TAG: "validity_reason",
                HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model"}
@@ -121,7 +122,7 @@ def _row(run: Run) -> dict[str, object]:
     }
     row.update({column: tags.get(tag, "") for tag, column in TAG_COLUMNS.items()})
     row["entry"] = row["entry"] or "other"
-    row["system"] = row["framework"] or row["runtime"] or ""
+    row["system"] = row["framework"] or row["runtime"] or row["project"] or ""
     row["host"] = row["host"] or UNKNOWN_HOST
     row.update({f"params.{k}": v for k, v in run.data.params.items()})
     row.update({f"metrics.{k}": v for k, v in current_metrics(run.data.metrics).items()})

@@ -20,22 +20,29 @@ from mlflow_dlaas.libraries.settings import LIBRARY_SETTINGS
 from mlflow_dlaas.report.derived import PEAK_MEMORY
 from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES
 from mlflow_dlaas.report.tables import ComparisonTable, setting_text
-from mlflow_dlaas.runs.schema import TRAIN_TIME
+from mlflow_dlaas.runs.schema import TRAIN_TIME, WALL_TIME
 
 TITLE = "Parallel libraries (training, against each framework's default)"
+PROJECT_TITLE = "Parallel libraries (your project, against its default)"
 #: (heading, metric key, scale into the heading's unit, digits)
-MEASURES = (("train time (s)", TRAIN_TIME, 1.0, 2),
-            ("peak memory (MB)", PEAK_MEMORY, 1.0, 0))
+Measure = tuple[str, str, float, int]
+MEASURES: tuple[Measure, ...] = (("train time (s)", TRAIN_TIME, 1.0, 2),
+                                 ("peak memory (MB)", PEAK_MEMORY, 1.0, 0))
+#: A user's project: its whole command's wall time (what mlflow-dlaas can time from outside).
+PROJECT_MEASURES: tuple[Measure, ...] = (("wall time (s)", WALL_TIME, 1.0, 2),
+                                         ("peak memory (MB)", PEAK_MEMORY, 1.0, 0))
 DEFAULTS = ("", "default")
 
 
-def libraries_table(train: pd.DataFrame) -> ComparisonTable | None:
-    """The table, or None where no training run changed a library setting."""
+def libraries_table(train: pd.DataFrame, measures: tuple[Measure, ...] = MEASURES,
+                    title: str = TITLE) -> ComparisonTable | None:
+    """The table over ``train`` (training runs, or a project's), or None where no run
+    changed a library setting."""
     columns = [f"params.{s}" for s in LIBRARY_SETTINGS if f"params.{s}" in train]
     if train.empty or not columns:
         return None
     headings = ["system", "setting", "value", "runs", "default runs"]
-    for heading, *_ in MEASURES:
+    for heading, *_ in measures:
         short = heading.split(" (")[0]
         headings += [heading, f"{short} vs default", f"{short} verdict"]
     cells, hints, stats = [], [], []
@@ -45,7 +52,7 @@ def libraries_table(train: pd.DataFrame) -> ComparisonTable | None:
             base = runs[values.isin(DEFAULTS)]
             for value in sorted(set(values) - set(DEFAULTS)):
                 row, hint, numbers = _row(str(system), column, value, runs[values == value],
-                                          base)
+                                          base, measures)
                 cells.append(row)
                 hints.append(hint)
                 stats.append(numbers)
@@ -53,11 +60,11 @@ def libraries_table(train: pd.DataFrame) -> ComparisonTable | None:
         return None
     missing = [] if all(stats_row["default runs"] for stats_row in stats) else [
         "some settings have no run of their framework at the default to compare with"]
-    return ComparisonTable(TITLE, headings, cells, hints, pd.DataFrame(stats), missing)
+    return ComparisonTable(title, headings, cells, hints, pd.DataFrame(stats), missing)
 
 
-def _row(system: str, column: str, value: str, chosen: pd.DataFrame, base: pd.DataFrame
-         ) -> tuple[list[str], list[str], dict[str, object]]:
+def _row(system: str, column: str, value: str, chosen: pd.DataFrame, base: pd.DataFrame,
+         measures: tuple[Measure, ...]) -> tuple[list[str], list[str], dict[str, object]]:
     setting = column.removeprefix("params.")
     cells = [system, setting, setting_text(value), str(len(chosen)), str(len(base))]
     hints = ["", "", "", "", ""]
@@ -65,7 +72,7 @@ def _row(system: str, column: str, value: str, chosen: pd.DataFrame, base: pd.Da
                                   "runs": len(chosen), "run_ids": list(chosen["run_id"]),
                                   "default runs": len(base),
                                   "default_run_ids": ",".join(base["run_id"])}
-    for _, metric, scale, digits in MEASURES:
+    for _, metric, scale, digits in measures:
         key = f"metrics.{metric}"
         got = _values(chosen, key)
         ref = _values(base, key)

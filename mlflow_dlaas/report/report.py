@@ -22,8 +22,9 @@ from mlflow_dlaas.report.derived import (
     tree_peak_fallbacks,
 )
 from mlflow_dlaas.report.hosts import Host, hosts
-from mlflow_dlaas.report.libraries import libraries_table
+from mlflow_dlaas.report.libraries import PROJECT_MEASURES, PROJECT_TITLE, libraries_table
 from mlflow_dlaas.report.plots import Plot
+from mlflow_dlaas.report.project_table import project_table
 from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, recommend
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.report.tables import (
@@ -92,16 +93,19 @@ class Workloads:
     train: pd.DataFrame
     inference: pd.DataFrame  # one row per (inference run, batch size)
     batched: frozenset[str]  # metric keys logged per batch size
+    project: pd.DataFrame  # runs of a user's own MLflow Project
 
     @classmethod
     def of(cls, finished: pd.DataFrame) -> Workloads:
         """From finished runs, with the derived metrics (peak memory, energy) added."""
         if len(finished):
             finished = add_peak_memory(add_energy(finished))
-        infer = finished[finished["entry"] == "infer"] if len(finished) else finished
-        return cls(finished, finished[finished["entry"] == "train"] if len(finished)
-                   else finished, inference_rows(infer) if len(infer) else infer,
-                   batched_metrics(infer))
+        def entry(name: str) -> pd.DataFrame:
+            return finished[finished["entry"] == name] if len(finished) else finished
+
+        infer = entry("infer")
+        return cls(finished, entry("train"), inference_rows(infer) if len(infer) else infer,
+                   batched_metrics(infer), entry("project"))
 
     def rows_for(self, client: MlflowClient, goal: Goal, bounds: tuple[Bound, ...] = ()
                  ) -> pd.DataFrame:
@@ -163,6 +167,9 @@ TABLE_BUILDERS: tuple[tuple[str, Callable[[Workloads], ComparisonTable | None]],
     ("Parallel libraries table", lambda work: libraries_table(work.train)),
     ("Inference table", _inference_table),
     ("Scenarios table", _scenario_table),
+    ("Project table", lambda work: project_table(work.project)),
+    ("Project parallel libraries table",
+     lambda work: libraries_table(work.project, PROJECT_MEASURES, PROJECT_TITLE)),
 )
 #: Every plot, in the report's order: (part name, builder of the plot or its missing reason).
 PLOT_BUILDERS: tuple[tuple[str, Callable[[MlflowClient, Workloads], Plot]], ...] = (
@@ -230,7 +237,7 @@ def _notes(table: RunTable, kept: pd.DataFrame, host_count: int) -> list[str]:
     if table.runs.empty:
         notes.append(f"No runs in {table.scope}: run `mlflow run projects/<framework> ...` or "
                      "`mlflow-dlaas study SPEC.yaml` first.")
-    if len(kept) and (other := (~kept["entry"].isin(["train", "infer"])).sum()):
+    if len(kept) and (other := (~kept["entry"].isin(["train", "infer", "project"])).sum()):
         notes.append(f"{other} finished runs are neither training nor inference runs "
                      "(e.g. `mlflow-dlaas monitor`): they appear in the resource plots only.")
     if host_count > 1:

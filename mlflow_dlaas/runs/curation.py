@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from mlflow_dlaas.runs.schema import (
+    CPU_TIME,
+    ENERGY,
     LATENCY_MEAN,
     LATENCY_P50,
     LATENCY_P90,
@@ -22,11 +24,13 @@ from mlflow_dlaas.runs.schema import (
     LATENCY_P99_EARLY_STOPPING,
     LATENCY_STDEV,
     MEASURED_TIME,
+    PEAK_MEMORY,
     PHASE_CPU_TIME,
     PHASE_DURATION,
     PHASE_MEAN_CPU,
     QUERY_COUNT,
     current_name,
+    megabytes,
 )
 
 #: Per-phase monitor statistics logged as metrics; ``{phase}/...`` energy keys also are.
@@ -107,3 +111,19 @@ def phase_energy(summary: Mapping[str, float], phases: Iterable[str]) -> float |
     found = [v for k, v in summary.items()
              if k.partition("/")[0] in wanted and _ENERGY.fullmatch(k.partition("/")[2])]
     return sum(found) if found else None
+
+
+def headline_figures(summary: Mapping[str, float], phases: Iterable[str]) -> dict[str, float]:
+    """The ``Headline/`` figures of ``phases``: their peak memory (MB), CPU seconds and
+    energy (where a counter was read)."""
+    phases = list(phases)
+    peaks = [summary[f"{p}/peak_proc_rss_bytes"] for p in phases
+             if f"{p}/peak_proc_rss_bytes" in summary]
+    figures = {PEAK_MEMORY: megabytes(max(peaks))} if peaks else {}
+    cpu = phase_total(summary, phases, PHASE_CPU_TIME)
+    if cpu is not None:
+        figures[CPU_TIME] = cpu
+    energy = phase_energy(summary, phases)
+    if energy is not None:
+        figures[ENERGY] = energy
+    return figures

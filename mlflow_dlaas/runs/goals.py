@@ -15,6 +15,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.runs.schema import ALIASES, AMBIGUOUS, current_name, unit_factor
 
 DIRECTIONS = ("maximize", "minimize")
+REDUCTIONS = ("last", "min", "max")
 OPS = ("<=", ">=", "<", ">")
 _TIME_TO = re.compile(r"time_to_accuracy@(?P<target>0?\.\d+|1(\.0*)?)")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -37,6 +38,8 @@ class Goal:
     direction: str
     text: str = ""
     accuracy_target: float | None = None
+    #: which value of the metric's history counts: the last logged, or its min or max
+    reduce: str = "last"
 
 
 @dataclass(frozen=True)
@@ -82,12 +85,16 @@ def parse_goal(text: str) -> Goal:
     raise ConfigError(f"objective {text!r} is not understood; objectives: {HOW}")
 
 
-def goal(name: str, direction: str, where: str) -> Goal:
-    """A spec's ``{metric: NAME, direction: ...}``."""
+def goal(name: str, direction: str, where: str, reduce: Any = "last") -> Goal:
+    """A spec's ``{metric: NAME, direction: ..., reduce: last|min|max}``."""
     if direction not in DIRECTIONS:
         raise ConfigError(f"{where}.direction: {direction!r} is not one of "
                           f"{', '.join(DIRECTIONS)}")
-    return Goal(metric_key(name), direction, f"{direction} {name}")
+    if reduce not in REDUCTIONS:
+        raise ConfigError(f"{where}.reduce: {reduce!r} is not one of {', '.join(REDUCTIONS)} "
+                          "(which value of the metric's history counts)")
+    text = f"{direction} {name}" + ("" if reduce == "last" else f" ({reduce} over its history)")
+    return Goal(metric_key(name), direction, text, reduce=reduce)
 
 
 def parse_bound(text: str) -> Bound:

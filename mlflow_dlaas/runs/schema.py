@@ -153,6 +153,8 @@ ALIASES: Mapping[str, Alias] = {
     "peak_memory": Alias(PEAK_MEMORY, "minimize", "peak memory of the measured phases (MB)"),
     "peak_rss": Alias(PEAK_MEMORY, "minimize", "peak memory of the measured phases (MB)"),
     "cpu_seconds": Alias(RUN_CPU_TIME, "minimize", "CPU seconds of the whole process tree"),
+    "wall_time": Alias(WALL_TIME, "minimize",
+                       "wall-clock seconds of a command run by mlflow-dlaas (a project, monitor)"),
     "energy": Alias(ENERGY, "minimize", "energy of the measured phases (J)"),
     "whole_run_energy": Alias(WHOLE_RUN_ENERGY, "minimize",
                               "energy of the whole run, CPU packages and GPUs (J; report)"),
@@ -181,6 +183,8 @@ TRIAL_NUMBER_TAG = "dlaas.trial_number"
 TRIAL_NAME_TAG = "dlaas.trial_name"
 REPLICATE_TAG = "dlaas.replicate"
 FRAMEWORK_TAG = "dlaas.framework"
+#: The user's own MLflow Project a run measured (``entry`` is then ``project``).
+PROJECT_TAG = "dlaas.project"
 RUNTIME_TAG = "dlaas.runtime"
 FRAMEWORK_VERSION_TAG = "dlaas.framework_version"
 RUNTIME_VERSION_TAG = "dlaas.runtime_version"

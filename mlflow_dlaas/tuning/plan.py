@@ -16,6 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.project_paths import project_dir
+from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.tuning.sampling import grid_space
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 
@@ -59,11 +60,13 @@ class StudyPlan:
         runs = f"{self.runs} runs" if self.runs is not None else "a run per replicate per trial"
         lines = [
             f"study {spec.name!r} (experiment {spec.experiment or spec.name!r}): "
-            f"{spec.entry_point} on {', '.join(spec.frameworks)}, env_manager {spec.env_manager}",
+            f"{spec.entry_point} on {_target(spec)}, env_manager {spec.env_manager}",
             f"searches: {searched}",
             f"sampler {spec.sampler}, pruner {spec.pruner}; {trials} x {spec.replicates} "
             f"replicate(s) = {runs}, each in a fresh process",
-            "objectives: " + ", ".join(f"{o.direction} {o.metric}" for o in spec.objectives),
+            "objectives: " + ", ".join(f"{o.direction} {o.metric}" + (
+                "" if o.reduce == "last" else f" ({o.reduce} over its history)")
+                for o in spec.objectives),
         ]
         if spec.constraints:
             lines.append("constraints: " + ", ".join(f"{c.metric} {c.op} {c.value:g}"
@@ -76,6 +79,13 @@ class StudyPlan:
         if spec.timeout_s is not None:
             lines.append(f"time: stops after {spec.timeout_s:g} s")
         return lines
+
+
+def _target(spec: StudySpec) -> str:
+    """The built-in projects a study runs, or the user's own project."""
+    if spec.project:
+        return f"your project {redact_uri(spec.project)} (settings applied from outside)"
+    return ", ".join(spec.frameworks)
 
 
 def plan_study(spec: StudySpec, *, max_trials: int | None = None) -> StudyPlan:

@@ -15,8 +15,9 @@ from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_experiment_n
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.launch import projects_dir
+from mlflow_dlaas.launch import ProjectEntry, projects_dir, read_project
 from mlflow_dlaas.optuna_access.pruners import PRUNERS
+from mlflow_dlaas.own_project.settings import OUTSIDE_SETTINGS, split_settings
 from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
 from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY
 
@@ -38,7 +39,7 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
 PROJECT_PARAM = {"train": "framework", "infer": "runtime"}
 #: MLflow keeps a run's name (the study's parent run is named after the study) in 250 characters.
 MAX_NAME_LENGTH = 250
-TOP_KEYS = {"name", "entry_point", "frameworks", "fixed", "search_space", "objectives",
+TOP_KEYS = {"name", "entry_point", "frameworks", "project", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
             "replicates", "replicate_seeds", "env_manager", "seed", "experiment"}
 
@@ -77,6 +78,10 @@ class StudySpec:
     env_manager: str = "local"
     seed: int | None = None
     experiment: str | None = None  # the MLflow experiment; default: the study's name
+    #: the user's own MLflow Project (a folder or git URI) in place of ``frameworks``
+    project: str | None = None
+    #: the parameters the project's entry point declares
+    project_parameters: tuple[str, ...] = ()
 
     @property
     def directions(self) -> list[str]:
@@ -124,17 +129,21 @@ def load_spec(path: str | Path) -> StudySpec:
         raise ConfigError(f"study spec {path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"study spec {path} is not valid YAML: {e}") from None
-    return parse_spec(raw, default_name=path.stem)
+    return parse_spec(raw, default_name=path.stem, folder=path.resolve().parent)
 
 
-def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
-    """Validate a spec mapping (as read from YAML)."""
+def parse_spec(raw: Any, *, default_name: str = "study", folder: Path | None = None
+               ) -> StudySpec:
+    """Validate a spec mapping (as read from YAML); a relative ``project`` path is read
+    from ``folder`` (the spec file's)."""
     if not isinstance(raw, Mapping):
         raise ConfigError("study spec: the top level must be a mapping of keys to values")
     unknown = sorted(set(raw) - TOP_KEYS)
     if unknown:
         raise ConfigError(f"study spec: unknown key(s) {', '.join(unknown)}; valid keys: "
                           f"{', '.join(sorted(TOP_KEYS))}")
+    if "project" in raw:
+        return _project_spec(raw, default_name, folder or Path.cwd())
     entry = _choice(raw, "entry_point", ENTRY_POINTS, "train")
     frameworks = raw.get("frameworks")
     if isinstance(frameworks, str):
@@ -156,6 +165,90 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
                           "keep it in one of fixed or search_space")
     _check_seed(fixed, space)
     _check_params(entry, frameworks, fixed, space)
+    common = _common(raw, default_name, space)
+    if common["pruner"] != "none" and entry not in PRUNING_METRIC:
+        raise ConfigError(f"study spec: pruner: {entry} runs report no per-epoch metric to "
+                          "prune on; set pruner: none")
+    return StudySpec(frameworks=tuple(frameworks), entry_point=entry, fixed=dict(fixed),
+                     search_space=space, **common)
+
+
+def _project_spec(raw: Mapping[str, Any], default_name: str, folder: Path) -> StudySpec:
+    """A spec over the user's own MLflow Project: its parameters and our settings."""
+    if raw.get("frameworks"):
+        raise ConfigError("study spec: give either project (your own MLflow Project) or "
+                          "frameworks (the built-in workloads), not both")
+    uri = project_uri(raw["project"], folder)
+    entry_point = str(raw.get("entry_point") or "main")
+    entry = read_project(uri, entry_point)
+    fixed = raw.get("fixed") or {}
+    if not isinstance(fixed, Mapping):
+        raise ConfigError("study spec: fixed: give a mapping of parameter to value")
+    space = tuple(_dimension(name, d) for name, d in (raw.get("search_space") or {}).items())
+    _check_project_params(entry, fixed, space)
+    common = _common(raw, default_name, space)
+    if common["pruner"] != "none":
+        raise ConfigError("study spec: pruner: a project's trials report no epochs to prune "
+                          "on; set pruner: none")
+    return StudySpec(frameworks=(), entry_point=entry_point, fixed=dict(fixed),
+                     search_space=space, project=uri,
+                     project_parameters=tuple(entry.parameters), **common)
+
+
+def project_uri(value: Any, folder: Path) -> str:
+    """A git URI as given; a folder, relative to the spec's, as an absolute path."""
+    text = str(value or "").strip()
+    if not text:
+        raise ConfigError("study spec: project: give the folder or git URI of an MLflow "
+                          "Project, as `mlflow run` takes")
+    if "://" in text or text.startswith("git@"):
+        return text
+    path = (folder / text).resolve()
+    if not path.is_dir():
+        raise ConfigError(f"study spec: project: {path} is not a folder; give your MLflow "
+                          "Project's folder (relative to the spec file) or a git URI")
+    return str(path)
+
+
+def project_name(uri: str | None) -> str:
+    """A project's short name: its folder's or repository's."""
+    text = str(uri or "").rstrip("/").split("#")[0]
+    return text.rsplit("/", 1)[-1].removesuffix(".git") or text
+
+
+def _check_project_params(entry: ProjectEntry, fixed: Mapping[str, Any],
+                          space: tuple[Dimension, ...]) -> None:
+    """Every name is one of our settings or a parameter of the project; the settings'
+    values parse; the project's required parameters are given."""
+    given = [*fixed, *(d.name for d in space)]
+    overlap = sorted(set(fixed) & {d.name for d in space})
+    if overlap:
+        raise ConfigError(f"study spec: {', '.join(overlap)} is both fixed and searched; "
+                          "keep it in one of fixed or search_space")
+    unknown = [n for n in given if n not in OUTSIDE_SETTINGS and n not in entry.parameters]
+    if unknown and not entry.open_ended:
+        raise ConfigError(
+            f"study spec: {', '.join(unknown)}: not a parameter of {entry.uri} (entry point "
+            f"{entry.entry_point}: {', '.join(entry.parameters) or 'none'}) nor a setting "
+            f"mlflow-dlaas applies ({', '.join(OUTSIDE_SETTINGS)})")
+    missing = [n for n, default in entry.parameters.items() if default is None
+               and n not in given]
+    if missing:
+        raise ConfigError(f"study spec: {', '.join(missing)}: required by {entry.uri} (no "
+                          "default); give it under fixed or search_space")
+    first = {d.name: _samples(d)[0] for d in space}
+    for where, params in [("fixed", fixed), *((f"search_space.{d.name}={v!r}",
+                                               {**fixed, **first, d.name: v})
+                                              for d in space for v in _samples(d))]:
+        try:
+            split_settings(params)
+        except ConfigError as e:
+            raise ConfigError(f"study spec: {where}: {e}") from None
+
+
+def _common(raw: Mapping[str, Any], default_name: str, space: tuple[Dimension, ...]
+            ) -> dict[str, Any]:
+    """The keys every spec reads alike: goals, sampler, budget, names."""
     objectives = tuple(_objective(i, o) for i, o in enumerate(_list(raw, "objectives")))
     if not objectives:
         raise ConfigError("study spec: objectives: give at least one, e.g. "
@@ -163,9 +256,6 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
     constraints = tuple(_constraint(i, c) for i, c in enumerate(_list(raw, "constraints")))
     sampler = _choice(raw, "sampler", SAMPLERS, "nsga2" if len(objectives) > 1 else "tpe")
     pruner = _choice(raw, "pruner", PRUNERS, "none")
-    if pruner != "none" and entry not in PRUNING_METRIC:
-        raise ConfigError(f"study spec: pruner: {entry} runs report no per-epoch metric to "
-                          "prune on; set pruner: none")
     if pruner != "none" and len(objectives) > 1:
         raise ConfigError("study spec: pruner: Optuna prunes single-objective studies only; "
                           "set pruner: none or keep one objective")
@@ -179,13 +269,9 @@ def parse_spec(raw: Any, *, default_name: str = "study") -> StudySpec:
     name = str(raw.get("name") or default_name)
     experiment = str(raw["experiment"]) if raw.get("experiment") else None
     _check_names(name, experiment)
-    return StudySpec(
+    return dict(
         name=name,
-        frameworks=tuple(frameworks),
         objectives=objectives,
-        entry_point=entry,
-        fixed=dict(fixed),
-        search_space=space,
         constraints=constraints,
         sampler=sampler,
         pruner=pruner,
@@ -361,7 +447,11 @@ def _objective(index: int, o: Any) -> Goal:
     where = f"study spec: objectives[{index}]"
     if not isinstance(o, Mapping) or "metric" not in o:
         raise ConfigError(f"{where}: give {{metric: NAME, direction: maximize}}")
-    return goal(str(o["metric"]), o.get("direction"), where)
+    unknown = sorted(set(o) - {"metric", "direction", "reduce"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; give metric, "
+                          "direction and (optionally) reduce: last|min|max")
+    return goal(str(o["metric"]), o.get("direction"), where, o.get("reduce", "last"))
 
 
 def _constraint(index: int, c: Any) -> Bound:

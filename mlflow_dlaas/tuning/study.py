@@ -21,10 +21,18 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
 from mlflow_dlaas.optuna_access.storage import absolute_url, make_storage
+from mlflow_dlaas.own_project.settings import (
+    OUTSIDE_SETTINGS,
+    outside_environment,
+    split_settings,
+)
+from mlflow_dlaas.own_project.watch import OutsideWatch
+from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.runs.lifecycle import end_run, set_shared_tags
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
+    PROJECT_TAG,
     REASON_TAG,
     REPLICATE_TAG,
     ROLE_TAG,
@@ -32,6 +40,7 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NAME_TAG,
     TRIAL_NUMBER_TAG,
 )
+from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.feasibility import (
@@ -54,9 +63,14 @@ from mlflow_dlaas.tuning.recovery import (
 )
 from mlflow_dlaas.tuning.run_links import run_url
 from mlflow_dlaas.tuning.sampling import grid_space, make_sampler, suggest
-from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, replicate_seed
+from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
-from mlflow_dlaas.tuning.trial_runner import ChildOutcome, metric_value, run_child
+from mlflow_dlaas.tuning.trial_runner import (
+    ChildOutcome,
+    metric_value,
+    objective_value,
+    run_child,
+)
 from mlflow_dlaas.worker.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.workloads.pruning_link import pruning_environment
 
@@ -224,6 +238,7 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
     else:
         run = client.create_run(experiment_id, run_name=spec.name, tags={**tags, **owner_tags()})
     params = {"study_name": spec.name, "frameworks": ",".join(spec.frameworks),
+              **({"project": redact_uri(spec.project)} if spec.project else {}),
               "entry_point": spec.entry_point, "sampler": spec.sampler, "pruner": spec.pruner,
               "n_trials": spec.n_trials, "timeout_s": spec.timeout_s,
               "replicates": spec.replicates, "replicate_seeds": spec.replicate_seeds,
@@ -246,12 +261,17 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
                parent_id: str, storage_url: str, stop: StopSignals) -> TrialState:
     adopt_grid_point(study, trial)
     params = suggest(trial, spec)
-    framework = params.pop("framework", spec.frameworks[0])
+    framework = params.pop("framework", spec.frameworks[0]) if spec.frameworks else \
+        project_name(spec.project)
     trial.set_user_attr("framework", framework)
     last_beat = [0.0]
     run_ids: list[str] = []
 
     def on_created(run_id: str) -> None:  # recorded before its process starts
+        if spec.project:  # the settings applied around the project, beside its params
+            mlflow.MlflowClient().log_batch(run_id, params=[
+                Param(k, str(v)) for k, v in trial_params.items()
+                if k in OUTSIDE_SETTINGS])
         run_ids.append(run_id)
         trial.set_user_attr(RUN_IDS_ATTR, list(run_ids))
         if len(run_ids) == 1:
@@ -272,17 +292,16 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     ) if spec.pruner != "none" else None
     trial_params = {**spec.fixed, **params}
     for replicate in range(spec.replicates):
+        launch = _child_launch(spec, framework, trial_params, replicate)
         outcome = run_child(
-            experiment_id=experiment_id, parent_run_id=parent_id, framework=framework,
-            entry_point=spec.entry_point,
-            params={**trial_params,
-                    "seed": replicate_seed(trial_params, replicate, spec.replicate_seeds)},
+            experiment_id=experiment_id, parent_run_id=parent_id,
+            project_uri=launch.project_uri, entry_point=spec.entry_point, params=launch.params,
             tags={STUDY_TAG: spec.name, TRIAL_NUMBER_TAG: str(trial.number),
                   REPLICATE_TAG: str(replicate), ROLE_TAG: "trial",
-                  TRIAL_NAME_TAG: f"trial-{trial.number}-r{replicate}"},
+                  TRIAL_NAME_TAG: f"trial-{trial.number}-r{replicate}", **launch.tags},
             env_manager=spec.env_manager, timeout_s=spec.trial_timeout_s,
-            environment=pruning if replicate == 0 else None, heartbeat=heartbeat,
-            on_created=on_created,
+            environment={**(pruning if replicate == 0 and pruning else {}), **launch.environment},
+            heartbeat=heartbeat, on_created=on_created, watch=launch.watch,
         )
         outcomes.append(outcome)
         if outcome.status == "PRUNED":
@@ -315,6 +334,34 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     return TrialState.COMPLETE
 
 
+@dataclass(frozen=True)
+class _ChildLaunch:
+    """What one replicate's child is: the project, its params, tags and environment, and
+    the watch around it (a user's project only)."""
+
+    project_uri: str
+    params: dict[str, Any]
+    tags: dict[str, str]
+    environment: dict[str, str]
+    watch: OutsideWatch | None = None
+
+
+def _child_launch(spec: StudySpec, framework: str, trial_params: dict[str, Any],
+                  replicate: int) -> _ChildLaunch:
+    """A built-in project (``projects/<framework>``) with the replicate's seed, or the user's
+    own project with our settings taken out of its params and applied around it."""
+    seed = replicate_seed(trial_params, replicate, spec.replicate_seeds)
+    if not spec.project:
+        return _ChildLaunch(str(projects_dir() / framework), {**trial_params, "seed": seed},
+                            {}, {})
+    settings, params = split_settings(trial_params)
+    if "seed" in spec.project_parameters:
+        params["seed"] = seed
+    return _ChildLaunch(spec.project, params,
+                        {ENTRY_TAG: "project", PROJECT_TAG: framework},
+                        outside_environment(settings), OutsideWatch(settings))
+
+
 def _tell(study: optuna.Study, trial: optuna.Trial, stop: StopSignals,
           values: list[float] | None = None, state: TrialState | None = None) -> None:
     """``study.tell``, which a stop does not cut in half; Optuna's grid sampler calls
@@ -333,7 +380,7 @@ def _aggregate(spec: StudySpec, outcomes: list[ChildOutcome]
     """Median of each objective over replicates, the replicates' [min, max], what is missing."""
     values, spreads, missing = [], {}, []
     for objective in spec.objectives:
-        seen = [metric_value(o.metrics, objective.metric) for o in outcomes]
+        seen = [objective_value(o, objective) for o in outcomes]
         if any(v is None for v in seen):
             missing.append(objective.metric)
             continue

@@ -34,7 +34,7 @@ def trials_table(study: optuna.Study, spec: StudySpec) -> list[dict[str, Any]]:
     rows = []
     for t in study.get_trials(deepcopy=False):
         row: dict[str, Any] = {"trial": t.number, "state": t.state.name,
-                               "framework": t.user_attrs.get("framework", spec.frameworks[0])}
+                               "framework": t.user_attrs.get("framework", "")}
         row.update({f"param.{k}": v for k, v in t.params.items() if k != "framework"})
         for objective, value in zip(spec.objectives, t.values or [], strict=False):
             row[objective.metric] = value

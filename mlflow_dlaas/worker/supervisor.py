@@ -32,15 +32,11 @@ from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
-from mlflow_dlaas.runs.curation import curated_validity, phase_energy, phase_total, split_details
+from mlflow_dlaas.runs.curation import curated_validity, headline_figures, split_details
 from mlflow_dlaas.runs.dataset_input import log_dataset_input
 from mlflow_dlaas.runs.lifecycle import log_new_params
 from mlflow_dlaas.runs.schema import (
-    CPU_TIME,
-    ENERGY,
-    PEAK_MEMORY,
     WORKER_KERNEL_CPU_TIME,
-    megabytes,
 )
 from mlflow_dlaas.runs.validity import Verdict, judge
 from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
@@ -239,22 +235,9 @@ class _Supervision:
         verdict = judge(result.summary, self.launch.measured_phases, cores,
                         self.launch.thresholds)
         mlflow.set_tags(verdict.tags())
-        mlflow.log_metrics({**curated_validity(verdict.figures), **self._headline(result)})
+        mlflow.log_metrics({**curated_validity(verdict.figures),
+                            **headline_figures(result.summary, self.launch.headline_phases)})
         return verdict
-
-    def _headline(self, result: MonitorResult) -> dict[str, float]:
-        """The measured phases' peak RSS, CPU seconds and energy (where a counter was read)."""
-        phases = self.launch.headline_phases
-        peaks = [result.summary[f"{p}/peak_proc_rss_bytes"] for p in phases
-                 if f"{p}/peak_proc_rss_bytes" in result.summary]
-        figures = {PEAK_MEMORY: megabytes(max(peaks))} if peaks else {}
-        cpu = phase_total(result.summary, phases, "proc_cpu_seconds")
-        if cpu is not None:
-            figures[CPU_TIME] = cpu
-        energy = phase_energy(result.summary, phases)
-        if energy is not None:
-            figures[ENERGY] = energy
-        return figures
 
     def _log_kernel_accounting(self, usage: Any) -> None:
         """The kernel's CPU time of the worker's whole life (saving included)."""

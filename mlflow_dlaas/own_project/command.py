@@ -1,4 +1,5 @@
-"""``mlflow-dlaas monitor -- CMD``: run a command in an MLflow run, monitored from outside."""
+"""``mlflow-dlaas monitor -- CMD``: run a command in an MLflow run, with the asked thread and
+library settings applied around it, watched from outside (:mod:`.watch`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,20 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import mlflow
 
 from mlflow_dlaas.environment import REDACTED, SECRET_NAME, redact_value
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
-from mlflow_dlaas.monitor.resource_monitor import ResourceMonitor, validate_interval
+from mlflow_dlaas.monitor.resource_monitor import validate_interval
+from mlflow_dlaas.own_project.settings import (
+    OUTSIDE_SETTINGS,
+    outside_environment,
+    split_settings,
+)
+from mlflow_dlaas.own_project.watch import OutsideWatch
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     COMMAND_TAG,
@@ -41,6 +48,8 @@ class CommandOutcome:
     wall_time_s: float
     kernel_cpu_seconds: float
     kernel_max_rss_bytes: int
+    #: the asked settings the command did not take (then the run is FAILED)
+    problems: tuple[str, ...] = ()
 
 
 def validate_command(argv: Sequence[str]) -> list[str]:
@@ -100,14 +109,22 @@ def run_monitored(
     interval_s: float,
     experiment: str | None = None,
     run_name: str | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> CommandOutcome:
-    """Start (or resume) a run, launch ``argv``, monitor its tree until it exits.
+    """Start (or resume) a run, launch ``argv`` with ``settings`` (names of
+    :data:`~mlflow_dlaas.own_project.settings.OUTSIDE_SETTINGS`) applied, watch its tree
+    until it exits.
 
     Input is validated before any run exists. The run always ends: FINISHED when the
-    command exits 0, FAILED otherwise, KILLED when we were interrupted.
+    command exits 0 and took its settings, FAILED otherwise, KILLED when we were interrupted.
     """
     command = validate_command(argv)
     validate_interval(interval_s)
+    applied, unknown = split_settings(settings or {})
+    if unknown:
+        raise ConfigError(f"--set {', '.join(unknown)}: not a setting mlflow-dlaas applies; "
+                          f"valid: {', '.join(OUTSIDE_SETTINGS)}")
+    environment = outside_environment(applied)
     configure_tracking()
     experiment_id = ensure_experiment(experiment) if experiment else None
     run = mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=owner_tags())
@@ -116,10 +133,15 @@ def run_monitored(
     try:
         mlflow.set_tags({COMMAND_TAG: " ".join(redact_command(command))[:5000],
                          ENTRY_TAG: "monitor"})
-        outcome = _launch_and_watch(command, run_id, interval_s)
-        status = "FINISHED" if outcome.exit_code == 0 else "FAILED"
+        if settings:
+            mlflow.log_params(dict(settings))
+        outcome = _launch_and_watch(command, run_id, OutsideWatch(applied, interval_s=interval_s),
+                                    environment)
+        status = "FINISHED" if outcome.exit_code == 0 and not outcome.problems else "FAILED"
         if outcome.exit_code != 0:
             mlflow.set_tag(REASON_TAG, _how_it_ended(outcome.exit_code))
+        elif outcome.problems:
+            mlflow.set_tag(REASON_TAG, "; ".join(outcome.problems)[:5000])
         return outcome
     except CommandNotExecutableError as e:
         status = "FAILED"
@@ -129,24 +151,25 @@ def run_monitored(
         mlflow.end_run(status)
 
 
-def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> CommandOutcome:
-    env = dict(os.environ, MLFLOW_RUN_ID=run_id)
+def _launch_and_watch(command: list[str], run_id: str, watch: OutsideWatch,
+                      environment: Mapping[str, str]) -> CommandOutcome:
+    env = dict(os.environ, MLFLOW_RUN_ID=run_id, **environment, **watch.environment())
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(command, env=env)
+        with watch.launching():
+            proc = subprocess.Popen(command, env=env)
     except OSError as e:  # found, but the kernel will not run it (bad interpreter, format)
         raise CommandNotExecutableError(
             f"cannot execute {command[0]!r}: {e.strerror or e}; check its #! line and "
             "permissions, or run it with its interpreter") from None
     previous = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in
                 FORWARDED_SIGNALS}
-    monitor = ResourceMonitor(run_id=run_id, interval_s=interval_s, pid=proc.pid)
     try:
-        monitor.start()
+        watch.start(run_id, proc.pid)
         # Wait for the exit without reaping, so the last sample still sees the process.
         _wait_exited(proc.pid)
         wall = time.perf_counter() - started
-        monitor.stop()
+        problems = watch.finish().problems
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
@@ -155,7 +178,7 @@ def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> Com
         if proc.returncode is None:
             proc.kill()
             proc.wait()
-        monitor.stop()
+        watch.stop()
     exit_code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     outcome = CommandOutcome(
         run_id=run_id,
@@ -163,6 +186,7 @@ def _launch_and_watch(command: list[str], run_id: str, interval_s: float) -> Com
         wall_time_s=wall,
         kernel_cpu_seconds=usage.ru_utime + usage.ru_stime,
         kernel_max_rss_bytes=usage.ru_maxrss * 1024,
+        problems=problems,
     )
     mlflow.log_metrics(
         {
