@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -100,6 +102,7 @@ class OutsideWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._monitor: ResourceMonitor | None = None
+        self._guard: subprocess.Popen[bytes] | None = None
         self._pid = 0
 
     def environment(self) -> dict[str, str]:
@@ -117,6 +120,9 @@ class OutsideWatch:
             RunTag(k, v) for k, v in as_tags(fingerprint()).items()])
         self._monitor = ResourceMonitor(run_id=self.run_id, interval_s=self.interval_s, pid=pid)
         self._monitor.start()
+        self._guard = subprocess.Popen(  # stops the tree if we die, even by SIGKILL
+            [sys.executable, "-m", "mlflow_dlaas.own_project.guardian", str(os.getpid()),
+             str(pid)], stdin=subprocess.DEVNULL)
         self._thread = threading.Thread(target=self._loop, name="dlaas-outside", daemon=True)
         self._thread.start()
 
@@ -153,6 +159,9 @@ class OutsideWatch:
     def stop(self) -> MonitorResult | None:
         """Stop watching (the process is gone or given up); idempotent."""
         self._stop.set()
+        if self._guard is not None:  # the tree ended or was stopped: the guard stands down
+            self._guard.kill()
+            self._guard.wait()
         if self._thread is not None:
             self._thread.join()
         result = None
