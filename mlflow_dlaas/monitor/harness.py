@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from mlflow_dlaas.monitor.base import Sampler
+from mlflow_dlaas.runs.schema import HARNESS_CPU_SECONDS
 
 
 class HarnessSampler(Sampler):
@@ -17,7 +18,7 @@ class HarnessSampler(Sampler):
         self._cpu0 = _cpu_seconds()
 
     def collect(self) -> dict[str, float]:
-        return {"harness_cpu_seconds": _cpu_seconds() - self._cpu0}
+        return {HARNESS_CPU_SECONDS: _cpu_seconds() - self._cpu0}
 
 
 def _cpu_seconds() -> float:

@@ -9,6 +9,15 @@ from typing import Any
 
 from mlflow_dlaas.errors import SourceUnavailable
 from mlflow_dlaas.monitor.base import Sampler
+from mlflow_dlaas.runs.schema import (
+    GPU_ENERGY,
+    GPU_MEMORY_USED,
+    GPU_POWER,
+    GPU_PROC_MEMORY_USED,
+    GPU_SM_CLOCK,
+    GPU_TEMPERATURE,
+    GPU_UTILIZATION,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,7 @@ class NvmlSampler(Sampler):
             pynvml.nvmlShutdown()
             raise SourceUnavailable("NVML found no GPU")
         for i, handle in enumerate(self._handles):
-            base = self._probe(f"gpu{i}_energy_joules", pynvml.nvmlDeviceGetTotalEnergyConsumption,
+            base = self._probe(GPU_ENERGY.format(i=i), pynvml.nvmlDeviceGetTotalEnergyConsumption,
                                handle)
             if base is not None:
                 self._energy_base_mj[i] = base
@@ -64,39 +73,39 @@ class NvmlSampler(Sampler):
         pids = set(self._tree_pids())
         values: dict[str, float] = {}
         for i, h in enumerate(self._handles):
-            util = self._probe(f"gpu{i}_utilization_percent", nvml.nvmlDeviceGetUtilizationRates, h)
+            util = self._probe(GPU_UTILIZATION.format(i=i), nvml.nvmlDeviceGetUtilizationRates, h)
             if util is not None:
-                values[f"gpu{i}_utilization_percent"] = float(util.gpu)
-            memory = self._probe(f"gpu{i}_memory_used_bytes", nvml.nvmlDeviceGetMemoryInfo, h)
+                values[GPU_UTILIZATION.format(i=i)] = float(util.gpu)
+            memory = self._probe(GPU_MEMORY_USED.format(i=i), nvml.nvmlDeviceGetMemoryInfo, h)
             if memory is not None:
-                values[f"gpu{i}_memory_used_bytes"] = float(memory.used)
+                values[GPU_MEMORY_USED.format(i=i)] = float(memory.used)
             procs = self._probe(
-                f"gpu{i}_proc_memory_used_bytes", nvml.nvmlDeviceGetComputeRunningProcesses, h
+                GPU_PROC_MEMORY_USED.format(i=i), nvml.nvmlDeviceGetComputeRunningProcesses, h
             )
             if procs is not None:
-                values[f"gpu{i}_proc_memory_used_bytes"] = float(
+                values[GPU_PROC_MEMORY_USED.format(i=i)] = float(
                     sum(p.usedGpuMemory or 0 for p in procs if p.pid in pids)
                 )
-            power = self._probe(f"gpu{i}_power_watts", nvml.nvmlDeviceGetPowerUsage, h)
+            power = self._probe(GPU_POWER.format(i=i), nvml.nvmlDeviceGetPowerUsage, h)
             if power is not None:
-                values[f"gpu{i}_power_watts"] = power / 1000.0
+                values[GPU_POWER.format(i=i)] = power / 1000.0
             if i in self._energy_base_mj:
                 energy = self._probe(
-                    f"gpu{i}_energy_joules", nvml.nvmlDeviceGetTotalEnergyConsumption, h
+                    GPU_ENERGY.format(i=i), nvml.nvmlDeviceGetTotalEnergyConsumption, h
                 )
                 if energy is not None:
-                    values[f"gpu{i}_energy_joules"] = (energy - self._energy_base_mj[i]) / 1000.0
+                    values[GPU_ENERGY.format(i=i)] = (energy - self._energy_base_mj[i]) / 1000.0
             temp = self._probe(
-                f"gpu{i}_temperature_celsius", nvml.nvmlDeviceGetTemperature, h,
+                GPU_TEMPERATURE.format(i=i), nvml.nvmlDeviceGetTemperature, h,
                 nvml.NVML_TEMPERATURE_GPU,
             )
             if temp is not None:
-                values[f"gpu{i}_temperature_celsius"] = float(temp)
+                values[GPU_TEMPERATURE.format(i=i)] = float(temp)
             clock = self._probe(
-                f"gpu{i}_sm_clock_mhz", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM
+                GPU_SM_CLOCK.format(i=i), nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM
             )
             if clock is not None:
-                values[f"gpu{i}_sm_clock_mhz"] = float(clock)
+                values[GPU_SM_CLOCK.format(i=i)] = float(clock)
         return values
 
     def _probe(self, key: str, call: Callable[..., Any], *args: Any) -> Any:

@@ -11,6 +11,17 @@ import psutil
 
 from mlflow_dlaas.errors import SourceUnavailable
 from mlflow_dlaas.monitor.base import MIN_CPU_WINDOW_S, Sampler
+from mlflow_dlaas.runs.schema import (
+    PROC_CPU_PERCENT,
+    PROC_CPU_SECONDS,
+    PROC_CTX_SWITCHES,
+    PROC_HWM_RSS,
+    PROC_IO_READ,
+    PROC_IO_WRITE,
+    PROC_PROCESSES,
+    PROC_RSS,
+    PROC_THREADS,
+)
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 
@@ -70,20 +81,20 @@ class ProcessTreeSampler(Sampler):
             now - base for now, base in zip(self._counter_sums(), self._counters_base, strict=True)
         )
         values = {
-            "proc_cpu_seconds": cpu_seconds,
-            "proc_ctx_switches": float(ctx),
-            "proc_io_read_bytes": float(read_b),
-            "proc_io_write_bytes": float(write_b),
+            PROC_CPU_SECONDS: cpu_seconds,
+            PROC_CTX_SWITCHES: float(ctx),
+            PROC_IO_READ: float(read_b),
+            PROC_IO_WRITE: float(write_b),
         }
         if live:  # after the tree has exited only the counters still mean something
-            values["proc_rss_bytes"] = float(rss)
-            values["proc_hwm_rss_bytes"] = float(hwm)
-            values["proc_threads"] = float(threads)
-            values["proc_processes"] = float(live)
+            values[PROC_RSS] = float(rss)
+            values[PROC_HWM_RSS] = float(hwm)
+            values[PROC_THREADS] = float(threads)
+            values[PROC_PROCESSES] = float(live)
         now = time.perf_counter()
         if now - self._prev[0] >= MIN_CPU_WINDOW_S:
             busy_s, wall_s = cpu_seconds - self._prev[1], now - self._prev[0]
-            values["proc_cpu_percent"] = 100.0 * busy_s / wall_s
+            values[PROC_CPU_PERCENT] = 100.0 * busy_s / wall_s
             self._prev = (now, cpu_seconds)
         return values
 

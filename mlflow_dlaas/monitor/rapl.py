@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mlflow_dlaas.errors import SourceUnavailable
 from mlflow_dlaas.monitor.base import Sampler
+from mlflow_dlaas.runs.schema import CPU_PACKAGE_ENERGY
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
@@ -60,7 +61,7 @@ class RaplSampler(Sampler):
                 delta += zone.range_uj + 1
             zone.total_uj += delta
             zone.last_uj = now
-            values[f"cpu_package{zone.index}_energy_joules"] = zone.total_uj / 1e6
+            values[CPU_PACKAGE_ENERGY.format(i=zone.index)] = zone.total_uj / 1e6
         return values
 
 

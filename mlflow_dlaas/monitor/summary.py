@@ -10,9 +10,14 @@ import numpy as np
 
 from mlflow_dlaas.monitor.metrics import is_counter
 from mlflow_dlaas.monitor.timeline import PhaseWindow, Sample, Timeline
+from mlflow_dlaas.runs.schema import (
+    PHASE_DURATION,
+    PROC_HWM_RSS,
+    PROC_RSS,
+    RUN_PHASE,
+)
 
-RUN_PHASE = "run"
-RSS, HWM = "proc_rss_bytes", "proc_hwm_rss_bytes"
+RSS, HWM = PROC_RSS, PROC_HWM_RSS
 _POWER = re.compile(r"(gpu\d+)_power_watts")
 
 
@@ -38,7 +43,7 @@ def summarize(timeline: Timeline) -> dict[str, float]:
     keys = timeline.keys()
     summary: dict[str, float] = {}
     for name, spans in windows.items():
-        summary[f"{name}/duration_seconds"] = sum(w.duration_s for w in spans)
+        summary[f"{name}/{PHASE_DURATION}"] = sum(w.duration_s for w in spans)
         inside = [s for w in spans for s in _within(samples, times, w)]
         for key in keys:
             if is_counter(key):

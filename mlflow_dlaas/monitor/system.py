@@ -9,6 +9,17 @@ from pathlib import Path
 import psutil
 
 from mlflow_dlaas.monitor.base import MIN_CPU_WINDOW_S, Sampler
+from mlflow_dlaas.runs.schema import (
+    SYS_CORE_CPU_PERCENT,
+    SYS_CPU_BUSY,
+    SYS_CPU_FREQ,
+    SYS_CPU_PERCENT,
+    SYS_CPU_STEAL,
+    SYS_MEMORY_AVAILABLE,
+    SYS_MEMORY_PERCENT,
+    SYS_MEMORY_PRESSURE,
+    SYS_MEMORY_USED,
+)
 
 PRESSURE_FILE = Path("/proc/pressure/memory")
 FREQ_FILES = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq"
@@ -35,20 +46,21 @@ class SystemSampler(Sampler):
         if now - self._percent_at >= MIN_CPU_WINDOW_S:  # psutil: the delta since its last call
             per_core = psutil.cpu_percent(percpu=True)
             self._percent_at = now
-            values.update({f"sys_cpu{i}_percent": float(p) for i, p in enumerate(per_core)})
-            values["sys_cpu_percent"] = sum(per_core) / max(len(per_core), 1)
+            values.update({SYS_CORE_CPU_PERCENT.format(i=i): float(p)
+                           for i, p in enumerate(per_core)})
+            values[SYS_CPU_PERCENT] = sum(per_core) / max(len(per_core), 1)
         memory = psutil.virtual_memory()
         busy, steal = _busy_and_steal_seconds()
-        values["sys_cpu_busy_seconds"] = busy - self._busy0
-        values["sys_cpu_steal_seconds"] = steal - self._steal0
-        values["sys_memory_used_bytes"] = float(memory.total - memory.available)
-        values["sys_memory_available_bytes"] = float(memory.available)
-        values["sys_memory_percent"] = float(memory.percent)
+        values[SYS_CPU_BUSY] = busy - self._busy0
+        values[SYS_CPU_STEAL] = steal - self._steal0
+        values[SYS_MEMORY_USED] = float(memory.total - memory.available)
+        values[SYS_MEMORY_AVAILABLE] = float(memory.available)
+        values[SYS_MEMORY_PERCENT] = float(memory.percent)
         pressure = _memory_pressure_percent()
         if pressure is not None:
-            values["sys_memory_pressure_percent"] = pressure
+            values[SYS_MEMORY_PRESSURE] = pressure
         if self._freq_files:
-            values["sys_cpu_freq_mhz"] = _mean_freq_mhz(self._freq_files)
+            values[SYS_CPU_FREQ] = _mean_freq_mhz(self._freq_files)
         return values
 
 

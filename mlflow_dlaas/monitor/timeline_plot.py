@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from mlflow_dlaas.runs.schema import PROC_CPU_PERCENT, PROC_RSS
+
 BYTES_PER_MB = 1e6  # as MLflow's system metrics count
 
 
@@ -45,8 +47,8 @@ def plot_timeline(timeline: Any, path: Path) -> None:
     figure = Figure(figsize=(9, 3), dpi=110)
     ax = figure.add_subplot()
     paint_timeline(ax, [s.t_s for s in samples],
-                   [s.values.get("proc_cpu_percent", np.nan) for s in samples],
-                   [s.values.get("proc_rss_bytes", np.nan) for s in samples],
+                   [s.values.get(PROC_CPU_PERCENT, np.nan) for s in samples],
+                   [s.values.get(PROC_RSS, np.nan) for s in samples],
                    [vars(p) for p in timeline.phases])
     ax.set_xlabel("seconds since the monitor started")
     ax.set_title("process tree: CPU (blue) and resident memory (red) per phase", fontsize=9)

@@ -32,8 +32,8 @@ from mlflow_dlaas.monitor.timeline import MonitorResult
 from mlflow_dlaas.own_project.phase_marks import PHASE_FILE_ENV
 from mlflow_dlaas.own_project.settings import pinned_children
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
-from mlflow_dlaas.runs.curation import RUN_PHASE, curated_validity, headline_figures
-from mlflow_dlaas.runs.schema import MAPPED_TAG
+from mlflow_dlaas.runs.curation import curated_validity, headline_figures
+from mlflow_dlaas.runs.schema import MAPPED_TAG, RUN_PHASE
 from mlflow_dlaas.runs.validity import ValidityThresholds, Verdict, judge
 
 READBACK_ARTIFACT = "libraries/readback.json"

@@ -44,8 +44,8 @@ def timelines(client: MlflowClient, runs: pd.DataFrame) -> Plot:
         for i, (row, samples, phases) in enumerate(loaded):
             ax = figure.add_subplot(len(loaded), 1, i + 1)
             unknown = pd.Series(np.nan, index=samples.index)  # a run too short to have a rate
-            paint_timeline(ax, samples["t_s"], samples.get("proc_cpu_percent", unknown),
-                           samples.get("proc_rss_bytes", unknown), phases)
+            paint_timeline(ax, samples["t_s"], samples.get(schema.PROC_CPU_PERCENT, unknown),
+                           samples.get(schema.PROC_RSS, unknown), phases)
             ax.set_title(f"{row['entry']} · {row['system']} · {row['run_name']}", fontsize=9)
         figure.axes[-2].set_xlabel("seconds since the monitor started")
 

@@ -15,8 +15,10 @@ import re
 from collections.abc import Iterable, Mapping
 
 from mlflow_dlaas.runs.schema import (
+    CPU_PACKAGE_ENERGY,
     CPU_TIME,
     ENERGY,
+    GPU_ENERGY,
     LATENCY_MEAN,
     LATENCY_P50,
     LATENCY_P90,
@@ -24,24 +26,28 @@ from mlflow_dlaas.runs.schema import (
     LATENCY_P99_EARLY_STOPPING,
     LATENCY_STDEV,
     MEASURED_TIME,
+    OTHER_CORES,
     PEAK_MEMORY,
     PHASE_CPU_TIME,
     PHASE_DURATION,
     PHASE_MEAN_CPU,
+    PHASE_PEAK_RSS,
     QUERY_COUNT,
+    RUN_PHASE,
     current_name,
     megabytes,
 )
 
 #: Per-phase monitor statistics logged as metrics; ``{phase}/...`` energy keys also are.
-PHASE_STATISTICS = (PHASE_DURATION, "peak_proc_rss_bytes", PHASE_CPU_TIME, PHASE_MEAN_CPU)
-_ENERGY = re.compile(r"(cpu_package|gpu)\d+_energy_joules")
+PHASE_STATISTICS = (PHASE_DURATION, PHASE_PEAK_RSS, PHASE_CPU_TIME, PHASE_MEAN_CPU)
+_ENERGY = re.compile("|".join(re.escape(key).replace(r"\{i\}", r"\d+")
+                             for key in (CPU_PACKAGE_ENERGY, GPU_ENERGY)))
 #: Latency statistics kept out of the metrics (p50, p99, throughput and query counts stay).
 DETAIL_STATISTICS = frozenset({LATENCY_MEAN, LATENCY_P90, LATENCY_P95, LATENCY_STDEV,
                                MEASURED_TIME})
 #: The validity figure logged, as its worst over the judged phases; the others (and each
 #: phase's own) are in summary.json, and the tag dlaas.validity_reason names the phase.
-VALIDITY_FIGURE = "other_processes_cpu_cores"
+VALIDITY_FIGURE = OTHER_CORES
 
 
 #: Kept out of histories over batch sizes (each batch size's own key carries them; the
@@ -51,11 +57,10 @@ PER_BATCH_ONLY = frozenset({QUERY_COUNT, LATENCY_P99_EARLY_STOPPING, LATENCY_P50
 _MEMBER = re.compile(r"model\d+_latency_\w+_ms")
 #: Phases around the measured work: how long they took and how much memory they held.
 SETUP_PHASES = frozenset({"load", "warmup", "check", "save"})
-SETUP_STATISTICS = (PHASE_DURATION, "peak_proc_rss_bytes")
+SETUP_STATISTICS = (PHASE_DURATION, PHASE_PEAK_RSS)
 #: The whole run: what the report falls back on for runs without ``measured_*`` figures,
 #: and its energy (every energy key of the run phase is kept).
-RUN_PHASE = "run"
-RUN_STATISTICS = ("peak_proc_rss_bytes", PHASE_CPU_TIME)
+RUN_STATISTICS = (PHASE_PEAK_RSS, PHASE_CPU_TIME)
 
 
 def curated_phase_summary(summary: Mapping[str, float]) -> dict[str, float]:
@@ -117,8 +122,8 @@ def headline_figures(summary: Mapping[str, float], phases: Iterable[str]) -> dic
     """The ``Headline/`` figures of ``phases``: their peak memory (MB), CPU seconds and
     energy (where a counter was read)."""
     phases = list(phases)
-    peaks = [summary[f"{p}/peak_proc_rss_bytes"] for p in phases
-             if f"{p}/peak_proc_rss_bytes" in summary]
+    peaks = [summary[f"{p}/{PHASE_PEAK_RSS}"] for p in phases
+             if f"{p}/{PHASE_PEAK_RSS}" in summary]
     figures = {PEAK_MEMORY: megabytes(max(peaks))} if peaks else {}
     cpu = phase_total(summary, phases, PHASE_CPU_TIME)
     if cpu is not None:

@@ -99,9 +99,64 @@ SERVER_LOAD_ACHIEVED_QPS = "server_load/achieved_qps"
 SERVER_LOAD_QUERY_COUNT = "server_load/query_count"
 # The ensemble scenario: its size, and each member's latencies (``ensemble/model{i}_...``)
 ENSEMBLE_SIZE = "ensemble/size"
-# A phase's statistics, under ``{phase}/`` (the monitor's, as the run logs them)
+# The monitor's samples, each a series over the run and the statistic under ``{phase}/``;
+# ``{i}`` is a device index (format it with ``.format(i=...)``). Their units, kinds and MLflow
+# system-metric names are registered in ``mlflow_dlaas.monitor.metrics``.
+PROC_CPU_PERCENT = "proc_cpu_percent"
+PROC_CPU_SECONDS = "proc_cpu_seconds"
+PROC_RSS = "proc_rss_bytes"
+PROC_HWM_RSS = "proc_hwm_rss_bytes"
+PROC_THREADS = "proc_threads"
+PROC_PROCESSES = "proc_processes"
+PROC_CTX_SWITCHES = "proc_ctx_switches"
+PROC_IO_READ = "proc_io_read_bytes"
+PROC_IO_WRITE = "proc_io_write_bytes"
+HARNESS_CPU_SECONDS = "harness_cpu_seconds"
+SYS_CPU_PERCENT = "sys_cpu_percent"
+SYS_CORE_CPU_PERCENT = "sys_cpu{i}_percent"
+SYS_CPU_BUSY = "sys_cpu_busy_seconds"
+SYS_CPU_STEAL = "sys_cpu_steal_seconds"
+SYS_CPU_FREQ = "sys_cpu_freq_mhz"
+SYS_MEMORY_USED = "sys_memory_used_bytes"
+SYS_MEMORY_PERCENT = "sys_memory_percent"
+SYS_MEMORY_PRESSURE = "sys_memory_pressure_percent"
+SYS_MEMORY_AVAILABLE = "sys_memory_available_bytes"
+GPU_UTILIZATION = "gpu{i}_utilization_percent"
+GPU_MEMORY_USED = "gpu{i}_memory_used_bytes"
+GPU_PROC_MEMORY_USED = "gpu{i}_proc_memory_used_bytes"
+GPU_POWER = "gpu{i}_power_watts"
+GPU_ENERGY = "gpu{i}_energy_joules"
+GPU_TEMPERATURE = "gpu{i}_temperature_celsius"
+GPU_SM_CLOCK = "gpu{i}_sm_clock_mhz"
+CPU_PACKAGE_ENERGY = "cpu_package{i}_energy_joules"
+#: The MLflow UI's system-metric names of the samples charted there (under ``system/``):
+#: MLflow's own where it measures the same quantity, so the charts line up.
+TIMELINE_PREFIX = "system/"
+TIMELINE_PROC_CPU = "process_tree_cpu_percentage"
+TIMELINE_PROC_RSS = "process_tree_rss_megabytes"
+TIMELINE_PROC_THREADS = "process_tree_threads"
+TIMELINE_SYS_CPU = "cpu_utilization_percentage"
+TIMELINE_SYS_CPU_FREQ = "cpu_frequency_megahertz"
+TIMELINE_SYS_MEMORY = "system_memory_usage_percentage"
+TIMELINE_MEMORY_PRESSURE = "memory_pressure_percentage"
+TIMELINE_GPU_UTILIZATION = "gpu_{i}_utilization_percentage"
+TIMELINE_GPU_MEMORY = "gpu_{i}_memory_usage_megabytes"
+TIMELINE_GPU_PROC_MEMORY = "gpu_{i}_process_tree_memory_megabytes"
+TIMELINE_GPU_POWER = "gpu_{i}_power_usage_watts"
+TIMELINE_GPU_ENERGY = "gpu_{i}_energy_joules"
+TIMELINE_CPU_PACKAGE_ENERGY = "cpu_package_{i}_energy_joules"
+# The validity figures of a judged phase (``validity/max_{OTHER_CORES}`` is logged)
+OTHER_CORES = "other_processes_cpu_cores"
+HARNESS_CORES = "harness_cpu_cores"
+STEAL_FRACTION = "cpu_steal_fraction"
+MEMORY_PRESSURE = "memory_pressure_percent"
+# A phase's statistics, under ``{phase}/`` (the monitor's, as the run logs them); the phase
+# ``run`` spans the whole run
+RUN_PHASE = "run"
 PHASE_DURATION = "duration_seconds"
-PHASE_CPU_TIME = "proc_cpu_seconds"
+#: A phase's peak memory in the monitor's summary (bytes; logged as PHASE_PEAK_MEMORY)
+PHASE_PEAK_RSS = f"peak_{PROC_RSS}"
+PHASE_CPU_TIME = PROC_CPU_SECONDS
 PHASE_MEAN_CPU = "mean_proc_cpu_percent"
 TRAIN_MEAN_CPU = f"train/{PHASE_MEAN_CPU}"
 # The output check against the reference framework
@@ -109,7 +164,7 @@ EQUIVALENCE_MAX_ABS_ERROR = "equivalence/max_abs_error"
 EQUIVALENCE_MAX_RELATIVE_ERROR = "equivalence/max_relative_error"
 EQUIVALENCE_TOP1_AGREEMENT = "equivalence/top1_agreement"
 # The whole run's process tree, as the monitor measured it; the worker as the kernel counted it
-RUN_CPU_TIME = "run/proc_cpu_seconds"
+RUN_CPU_TIME = f"run/{PROC_CPU_SECONDS}"
 WORKER_KERNEL_CPU_TIME = "worker/kernel_cpu_seconds"
 # ``mlflow-dlaas monitor``: the command's wall time and the kernel's account of its tree
 WALL_TIME = "wall_time_seconds"
@@ -239,7 +294,7 @@ RENAMED: Mapping[str, tuple[str, float]] = {
     "server/max_qps_within_p99_bound": (SERVER_MAX_QPS, 1.0),
     "server/latency_p99_at_max_qps_ms": (SERVER_P99_AT_MAX_QPS, 1.0),
 }
-_OLD_PHASE_PEAK = "peak_proc_rss_bytes"
+_OLD_PHASE_PEAK = PHASE_PEAK_RSS
 
 
 def megabytes(n_bytes: float) -> float:

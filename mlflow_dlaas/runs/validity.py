@@ -14,8 +14,21 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.runs.curation import RUN_PHASE
-from mlflow_dlaas.runs.schema import VALIDITY_REASON_TAG, VALIDITY_TAG
+from mlflow_dlaas.runs.schema import (
+    HARNESS_CORES,
+    HARNESS_CPU_SECONDS,
+    MEMORY_PRESSURE,
+    OTHER_CORES,
+    PHASE_DURATION,
+    PROC_CPU_SECONDS,
+    RUN_PHASE,
+    STEAL_FRACTION,
+    SYS_CPU_BUSY,
+    SYS_CPU_STEAL,
+    SYS_MEMORY_PRESSURE,
+    VALIDITY_REASON_TAG,
+    VALIDITY_TAG,
+)
 
 VALID, DISTURBED = "valid", "disturbed"
 #: Phases shorter than this (pooled over their windows) are too short to judge on their own:
@@ -74,14 +87,14 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
     shorter, the whole run is judged in their place where it is long enough: a
     measurement that short is only as quiet as the run around it.
     """
-    present = [p for p in phases if summary.get(f"{p}/duration_seconds", 0.0) > 0]
+    present = [p for p in phases if summary.get(f"{p}/{PHASE_DURATION}", 0.0) > 0]
     if not present:
         return Verdict(DISTURBED, "no measured phase was recorded", {})
-    judged = [p for p in present if summary[f"{p}/duration_seconds"] >= MIN_JUDGED_S]
+    judged = [p for p in present if summary[f"{p}/{PHASE_DURATION}"] >= MIN_JUDGED_S]
     note = ""
     if not judged:
-        measured_s = sum(summary[f"{p}/duration_seconds"] for p in present)
-        if summary.get(f"{RUN_PHASE}/duration_seconds", 0.0) >= MIN_JUDGED_S:
+        measured_s = sum(summary[f"{p}/{PHASE_DURATION}"] for p in present)
+        if summary.get(f"{RUN_PHASE}/{PHASE_DURATION}", 0.0) >= MIN_JUDGED_S:
             judged = [RUN_PHASE]
             note = (f"; the measured phases ({measured_s:.2f} s in all) are too short to "
                     "judge alone, so the whole run was judged")
@@ -95,37 +108,37 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
         problems += _problems(phase, found, cores, thresholds)
     if problems:
         return Verdict(DISTURBED, "; ".join(problems) + note, figures)
-    worst = max((figures[f"{p}/other_processes_cpu_cores"], p) for p in judged)
+    worst = max((figures[f"{p}/{OTHER_CORES}"], p) for p in judged)
     return Verdict(VALID, f"quiet: other processes used at most {worst[0]:.2f} of {cores} "
                           f"cores (during {worst[1]}){note}", figures)
 
 
 def _phase_figures(summary: Mapping[str, float], phase: str, cores: int) -> dict[str, float]:
-    duration = summary[f"{phase}/duration_seconds"]
-    harness = summary.get(f"{phase}/harness_cpu_seconds", 0.0)
-    others = summary.get(f"{phase}/sys_cpu_busy_seconds", 0.0) - summary.get(
-        f"{phase}/proc_cpu_seconds", 0.0) - harness
-    found = {"other_processes_cpu_cores": max(others, 0.0) / duration,
-             "harness_cpu_cores": harness / duration,
-             "cpu_steal_fraction": summary.get(f"{phase}/sys_cpu_steal_seconds", 0.0)
+    duration = summary[f"{phase}/{PHASE_DURATION}"]
+    harness = summary.get(f"{phase}/{HARNESS_CPU_SECONDS}", 0.0)
+    others = summary.get(f"{phase}/{SYS_CPU_BUSY}", 0.0) - summary.get(
+        f"{phase}/{PROC_CPU_SECONDS}", 0.0) - harness
+    found = {OTHER_CORES: max(others, 0.0) / duration,
+             HARNESS_CORES: harness / duration,
+             STEAL_FRACTION: summary.get(f"{phase}/{SYS_CPU_STEAL}", 0.0)
              / (duration * max(cores, 1))}
-    pressure = summary.get(f"{phase}/peak_sys_memory_pressure_percent")
+    pressure = summary.get(f"{phase}/peak_{SYS_MEMORY_PRESSURE}")
     if pressure is not None:
-        found["memory_pressure_percent"] = pressure
+        found[MEMORY_PRESSURE] = pressure
     return found
 
 
 def _problems(phase: str, found: Mapping[str, float], cores: int,
               limits: ValidityThresholds) -> list[str]:
     problems = []
-    if found["other_processes_cpu_cores"] > limits.validity_max_other_cores:
-        problems.append(f"other processes used {found['other_processes_cpu_cores']:.2f} of "
+    if found[OTHER_CORES] > limits.validity_max_other_cores:
+        problems.append(f"other processes used {found[OTHER_CORES]:.2f} of "
                         f"{cores} cores during {phase} (limit "
                         f"{limits.validity_max_other_cores:g})")
-    if found["cpu_steal_fraction"] > limits.validity_max_steal_fraction:
-        problems.append(f"the hypervisor stole {100 * found['cpu_steal_fraction']:.1f} % of "
+    if found[STEAL_FRACTION] > limits.validity_max_steal_fraction:
+        problems.append(f"the hypervisor stole {100 * found[STEAL_FRACTION]:.1f} % of "
                         f"the CPU during {phase}")
-    pressure = found.get("memory_pressure_percent", 0.0)
+    pressure = found.get(MEMORY_PRESSURE, 0.0)
     if pressure > limits.validity_max_memory_pressure_percent:
         problems.append(f"memory pressure reached {pressure:.1f} % during {phase}")
     return problems
