@@ -9,7 +9,7 @@ import pytest
 from mlflow_dlaas.data import load_dataset
 from mlflow_dlaas.errors import ConfigError, MissingDependencyError
 from mlflow_dlaas.frameworks import available_frameworks, get_framework
-from tests.frameworks.contract import CONTRACT, DATA_CONTRACT
+from mlflow_dlaas.testing.trainer_contract import CONTRACT, DATA_CONTRACT
 
 
 def _adapter(name: str):

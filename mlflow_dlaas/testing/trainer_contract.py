@@ -1,4 +1,16 @@
-"""The contract every framework adapter passes (run per framework by test_adapters.py)."""
+"""The contract every training framework adapter keeps, built-in or plug-in (as Optuna ships
+``optuna.testing``). A plug-in's own test::
+
+    from mlflow_dlaas.data import load_dataset
+    from mlflow_dlaas.testing.trainer_contract import check_trainer
+
+    def test_my_framework_keeps_the_contract():
+        check_trainer(MyAdapter(), load_dataset("digits"))
+
+The checks build the shared model specs (LeNet-5, CIFAR-quick, the MLP) with the adapter:
+equal parameter counts, logits per sample, seeded starts, learning on real data, the step
+limit honoured, the thread settings read back.
+"""
 
 from __future__ import annotations
 
@@ -62,3 +74,11 @@ CONTRACT = [
     check_thread_settings_are_read_back,
 ]
 DATA_CONTRACT = [check_training_learns, check_max_steps_is_honoured]
+
+
+def check_trainer(adapter: FrameworkAdapter, data: Dataset) -> None:
+    """Every check of the contract, on ``adapter`` (loaded) and a small data set."""
+    for check in CONTRACT:
+        check(adapter)
+    for check in DATA_CONTRACT:
+        check(adapter, data)
