@@ -10,10 +10,12 @@ from pathlib import Path
 
 import mlflow
 import optuna
+import pandas as pd
 import pytest
 import yaml
 
 from mlflow_dlaas.own_project.phase_marks import PHASE_FILE_ENV
+from mlflow_dlaas.report.tables import STATS_CONTRACT
 from mlflow_dlaas.runs.schema import MAPPED_TAG, PEAK_MEMORY, REASON_TAG, VALIDITY_TAG, WALL_TIME
 from mlflow_dlaas.tuning.recovery import REASON_ATTR
 from tests.conftest import CommandResult, run_as_user
@@ -59,7 +61,9 @@ def test_compare_reports_the_projects_runs_and_the_settings_effect(
     assert done.returncode == 0, done.stderr[-3000:]
     html = (tmp_path / "report" / "report.html").read_text()
     assert "Project runs" in html and "val_loss" in html and "wall time (s)" in html
-    assert (tmp_path / "report" / "project_stats.csv").is_file()
+    stats = pd.read_csv(tmp_path / "report" / "project_stats.csv")
+    assert set(STATS_CONTRACT) <= set(stats.columns) and stats["run_ids"].notna().all()
+    assert stats["runs"].sum() == 4
 
 
 def _project(folder: Path, entry_points: dict[str, str], parameters: str = "") -> Path:
