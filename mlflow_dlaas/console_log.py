@@ -22,11 +22,19 @@ def verbose() -> bool:
     return os.environ.get(VERBOSE_ENV, "0") not in ("", "0")
 
 
+#: SQLAlchemy's connection pool logs, with a traceback, a cursor it could not close on a
+#: connection a stop (SIGTERM, Ctrl-C) has already closed: cleanup, never a lost result (a
+#: failing query raises where it is made).
+POOL_CLEANUP = "sqlalchemy.pool"
+
+
 def quiet_library_chatter() -> None:
-    """MLflow's INFO chatter to WARNING, unless :func:`verbose`."""
+    """MLflow's INFO chatter to WARNING, and SQLAlchemy's pool-cleanup errors off the console,
+    unless :func:`verbose`."""
     if not verbose():
         for name in LIBRARY_CHATTER:
             logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(POOL_CLEANUP).setLevel(logging.CRITICAL)
 
 
 class _ConsoleFormatter(logging.Formatter):
