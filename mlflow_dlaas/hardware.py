@@ -34,6 +34,16 @@ HOST_HASH_KEYS = ("cpu_model", "cpu_family", "cpu_model_number", "cpu_stepping",
                   "cpu_logical_cores", "numa_nodes")
 HOST_HASH_CHARS = 12
 GIB_BYTES = 2**30
+#: FP32 FLOPs per cycle per core by the widest vector FMA the CPU has, assuming two FMA
+#: pipes per core (Intel from Haswell, Xeon Scalable Gold / Platinum, AMD from Zen 2):
+#: lanes x 2 (a multiply-add) x 2 pipes. Source: Intel's Optimization Reference Manual
+#: (ports 0 and 1 / 5 execute FMA) and AMD's Software Optimization Guides for Zen 2-5. AMD
+#: before Zen 5 runs AVX-512 on 256-bit pipes, so it counts as AVX2 there; a Xeon with one
+#: AVX-512 pipe (Bronze, Silver) reaches half the AVX-512 row. AMX multiplies BF16 / INT8
+#: only, so it adds nothing to an FP32 peak.
+FP32_FLOPS_PER_CYCLE = (("avx512f", 64), ("fma", 32), ("avx", 16), ("sse2", 8))
+#: AMD families whose AVX-512 executes on 256-bit pipes (Zen 4 is family 25).
+AMD_HALF_WIDTH_AVX512_FAMILIES = frozenset({25})
 
 
 def parse_cpuinfo(text: str) -> dict[str, str]:
@@ -66,6 +76,58 @@ def cpu_identity(fields: Mapping[str, str]) -> dict[str, Any]:
         "cpu_microcode": fields.get("microcode"),
         "cpu_flags": ",".join(framework_flags(flags)) if flags else None,
     }
+
+
+def fp32_flops_per_cycle(fields: Mapping[str, str]) -> tuple[int | None, str]:
+    """(FP32 FLOPs per cycle per core, the ISA row used) from /proc/cpuinfo's fields, by
+    :data:`FP32_FLOPS_PER_CYCLE`; None with the reason where no row applies (not x86)."""
+    flags = set(_flags(fields))
+    for isa, flops in FP32_FLOPS_PER_CYCLE:
+        if isa not in flags:
+            continue
+        if (isa == "avx512f" and fields.get("vendor_id") == "AuthenticAMD"
+                and _whole(fields.get("cpu family")) in AMD_HALF_WIDTH_AVX512_FAMILIES):
+            return FP32_FLOPS_PER_CYCLE[1][1], "avx512f on 256-bit pipes (AMD Zen 4)"
+        return flops, isa
+    return None, "no x86 vector flags in /proc/cpuinfo: no FLOPs-per-cycle row applies"
+
+
+def peak_clock_mhz(fields: Mapping[str, str], cpufreq_max_mhz: float | None
+                   ) -> tuple[float | None, str]:
+    """(the clock a peak is computed at, where it comes from): cpufreq's maximum, else the
+    clock /proc/cpuinfo shows (a guest's, without cpufreq: its host's nominal clock, so
+    turbo may run faster and the fraction of peak is then an upper bound)."""
+    if cpufreq_max_mhz:
+        return cpufreq_max_mhz, "cpufreq maximum"
+    shown = fields.get("cpu MHz")
+    try:
+        return round(float(shown), 1), "/proc/cpuinfo clock (no cpufreq maximum here)"
+    except (TypeError, ValueError):
+        return None, "no clock: neither cpufreq nor /proc/cpuinfo gives one"
+
+
+def cores_in_use(host: Mapping[str, Any], intra_op_threads: Any) -> int:
+    """The physical cores a run can use: its affinity, at most the physical cores, at most
+    its intra-op threads where it set a number (0 or "default": one per core)."""
+    affinity = int(host.get("cpu_affinity_cores") or 1)
+    cores = min(affinity, int(host.get("cpu_physical_cores") or affinity))
+    if isinstance(intra_op_threads, int) and intra_op_threads > 0:
+        cores = min(cores, intra_op_threads)
+    return max(cores, 1)
+
+
+def fp32_peak_gflops(host: Mapping[str, Any], cores: int) -> tuple[float | None, str]:
+    """(the FP32 peak of ``cores`` cores in GFLOP/s, how it was derived) from a fingerprint;
+    None with the reason where it cannot be derived."""
+    flops, clock = host.get("cpu_fp32_flops_per_cycle"), host.get("cpu_peak_clock_mhz")
+    if not flops:
+        return None, f"no peak: {host.get('cpu_fp32_flops_per_cycle_from')}"
+    if not clock:
+        return None, f"no peak: {host.get('cpu_peak_clock_from')}"
+    peak = cores * clock * flops / 1000
+    return peak, (f"{cores} cores x {clock} MHz x {flops} FP32 FLOPs/cycle "
+                  f"({host.get('cpu_fp32_flops_per_cycle_from')}; clock: "
+                  f"{host.get('cpu_peak_clock_from')}) = {peak:.1f} GFLOP/s")
 
 
 def hypervisor(flags: Collection[str], hints: Sequence[str | None]) -> str:
@@ -122,6 +184,9 @@ def cpu_info() -> dict[str, Any]:
     identity = cpu_identity(fields)
     governor = _read_text(Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))
     freq = psutil.cpu_freq()
+    max_mhz = round(freq.max, 1) if freq and freq.max else None
+    flops_per_cycle, isa = fp32_flops_per_cycle(fields)
+    clock, clock_source = peak_clock_mhz(fields, max_mhz)
     return {
         **identity,
         "cpu_model": identity["cpu_model"] or platform.processor() or platform.machine(),
@@ -130,7 +195,11 @@ def cpu_info() -> dict[str, Any]:
         "cpu_affinity_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
         else psutil.cpu_count(logical=True),
         "cpu_governor": governor or "unreadable",
-        "cpu_max_mhz": round(freq.max, 1) if freq and freq.max else None,
+        "cpu_max_mhz": max_mhz,
+        "cpu_fp32_flops_per_cycle": flops_per_cycle,
+        "cpu_fp32_flops_per_cycle_from": isa,
+        "cpu_peak_clock_mhz": clock,
+        "cpu_peak_clock_from": clock_source,
         "cpu_hypervisor": hypervisor(_flags(fields),
                                      [_read_text(Path(p)) for p in HYPERVISOR_HINTS]),
         "numa_nodes": numa_node_count(),

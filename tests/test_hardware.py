@@ -8,12 +8,15 @@ import pytest
 
 from mlflow_dlaas.hardware import (
     cpu_identity,
+    fp32_flops_per_cycle,
+    fp32_peak_gflops,
     framework_flags,
     host_hash,
     hypervisor,
     numa_node_count,
     nvidia_gpu_models,
     parse_cpuinfo,
+    peak_clock_mhz,
 )
 
 INTEL_FLAGS = (
@@ -144,3 +147,32 @@ def test_host_hash_changes_with_the_hardware(change: dict) -> None:
 def test_host_hash_takes_the_driver_gpu_list_where_nvml_is_missing() -> None:
     with_nvml = host_hash({**HARDWARE, "gpu_models": "NVIDIA H200, NVIDIA H100"})
     assert host_hash(HARDWARE, ["NVIDIA H100", "NVIDIA H200"]) == with_nvml
+
+
+def test_flops_per_cycle_follow_the_widest_fma() -> None:
+    """Sapphire Rapids: AVX-512 (AMX adds nothing to FP32); Zen 3: AVX2 FMA; Zen 4's
+    AVX-512 on 256-bit pipes counts as AVX2; no x86 flags: no row, and why."""
+    assert fp32_flops_per_cycle(parse_cpuinfo(INTEL)) == (64, "avx512f")
+    assert fp32_flops_per_cycle(parse_cpuinfo(AMD)) == (32, "fma")
+    zen4 = AMD.replace("fma cx16", "fma avx512f cx16")
+    assert fp32_flops_per_cycle(parse_cpuinfo(zen4))[0] == 32
+    flops, why = fp32_flops_per_cycle({"Features": "fp asimd"})
+    assert flops is None and "no x86 vector flags" in why
+
+
+def test_the_peak_clock_prefers_cpufreq_and_says_where_it_came_from() -> None:
+    fields = parse_cpuinfo(INTEL)
+    assert peak_clock_mhz(fields, 3800.0) == (3800.0, "cpufreq maximum")
+    clock, source = peak_clock_mhz(fields, None)
+    assert clock == 2000.0 and "/proc/cpuinfo" in source
+    assert peak_clock_mhz({}, None)[0] is None
+
+
+def test_the_peak_is_cores_times_clock_times_flops_or_says_why_not() -> None:
+    host = {"cpu_fp32_flops_per_cycle": 32, "cpu_fp32_flops_per_cycle_from": "fma",
+            "cpu_peak_clock_mhz": 2500.0, "cpu_peak_clock_from": "cpufreq maximum"}
+    peak, how = fp32_peak_gflops(host, 2)
+    assert peak == 160.0 and how.startswith("2 cores x 2500.0 MHz x 32 FP32 FLOPs/cycle")
+    peak, how = fp32_peak_gflops({**host, "cpu_fp32_flops_per_cycle": None,
+                                  "cpu_fp32_flops_per_cycle_from": "no x86 vector flags"}, 2)
+    assert peak is None and how == "no peak: no x86 vector flags"

@@ -80,6 +80,23 @@ def _synthetic(data_dir: Path | None, seed: int) -> Dataset:
     return from_arrays("synthetic", images, labels, test_fraction=0.2, seed=seed, scale=1.0)
 
 
+#: synthetic_imagenet's size: enough batches for a step-bounded run (``max_steps``), cycled
+#: epoch after epoch, without holding an ImageNet-size array (256 images: 154 MB).
+SYNTHETIC_IMAGENET_TRAIN, SYNTHETIC_IMAGENET_TEST = 256, 64
+
+
+def _synthetic_imagenet(data_dir: Path | None, seed: int) -> Dataset:
+    """Seeded random 3x224x224 images with random labels among 1,000 classes, made here (no
+    file): the ImageNet models' speed and memory, not their accuracy."""
+    rng = np.random.default_rng(seed)
+    n = SYNTHETIC_IMAGENET_TRAIN + SYNTHETIC_IMAGENET_TEST
+    images = rng.random((n, 3, 224, 224), dtype=np.float32)
+    labels = rng.integers(0, 1000, n)
+    return Dataset("synthetic_imagenet", images[:SYNTHETIC_IMAGENET_TRAIN],
+                   labels[:SYNTHETIC_IMAGENET_TRAIN], images[SYNTHETIC_IMAGENET_TRAIN:],
+                   labels[SYNTHETIC_IMAGENET_TRAIN:], 1000, measures_accuracy=False)
+
+
 def _needs_dir(name: str, loader: Callable[[Path], Dataset]) -> Callable[..., Dataset]:
     def load(data_dir: Path | None, seed: int) -> Dataset:
         if data_dir is None:
@@ -93,10 +110,15 @@ LOADERS: dict[str, Callable[[Path | None, int], Dataset]] = {
     "mnist5k": _mnist5k,
     "digits": _digits,
     "synthetic": _synthetic,
+    "synthetic_imagenet": _synthetic_imagenet,
     "mnist": _needs_dir("mnist", lambda d: load_idx_dataset("mnist", d)),
     "fashion-mnist": _needs_dir("fashion-mnist", lambda d: load_idx_dataset("fashion-mnist", d)),
     "cifar10": _needs_dir("cifar10", load_cifar10),
 }
+
+
+#: Data sets whose labels are random: speed and memory only, no accuracy.
+RANDOM_LABEL_DATASETS = frozenset({"synthetic_imagenet"})
 
 
 def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0) -> Dataset:
@@ -110,4 +132,4 @@ def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0
     return loader(Path(data_dir) if data_dir else None, seed)
 
 
-__all__ = ["DEFAULT_DATASET", "LOADERS", "Dataset", "load_dataset"]
+__all__ = ["DEFAULT_DATASET", "LOADERS", "RANDOM_LABEL_DATASETS", "Dataset", "load_dataset"]

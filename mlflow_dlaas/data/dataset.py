@@ -18,6 +18,8 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     num_classes: int
+    #: False for random data with random labels: a speed-and-memory workload, no accuracy
+    measures_accuracy: bool = True
 
     @property
     def input_shape(self) -> tuple[int, int, int]:

@@ -10,7 +10,19 @@ import numpy as np
 
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
-from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
+from mlflow_dlaas.models.spec import (
+    ArchitectureSpec,
+    BatchNorm,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    Layer,
+    Pool2D,
+    Residual,
+    next_shape,
+)
 from mlflow_dlaas.parallelism import ParallelismSettings, process_settings_in_force
 
 INSTALL_HINT = (
@@ -94,30 +106,71 @@ def threads_in_force() -> dict[str, Any]:
 
 def build_gluon(mx: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
                 num_classes: int) -> Any:
-    """The spec as a Gluon HybridSequential with Glorot-uniform weights and zero biases."""
+    """The spec as a Gluon HybridSequential (Glorot-uniform weights and zero biases once
+    initialised)."""
     nn = mx.gluon.nn
+    spec.shapes(input_shape, num_classes)  # a clear error for too small an input
     net = nn.HybridSequential()
-    channels = input_shape[0]
-    previous: tuple[int, ...] = input_shape
     with net.name_scope():
-        for layer, shape in zip(spec.resolved(num_classes), spec.shapes(input_shape, num_classes),
-                                strict=True):
-            act = None if getattr(layer, "activation", "none") == "none" else layer.activation
-            if isinstance(layer, Conv2D):
-                net.add(nn.Conv2D(layer.filters, layer.kernel, layer.stride, layer.padding,
-                                  activation=act, in_channels=channels))
-                channels = layer.filters
-            elif isinstance(layer, Pool2D):
-                pool = nn.MaxPool2D if layer.kind == "max" else nn.AvgPool2D
-                net.add(pool(layer.size, layer.stride))
-            elif isinstance(layer, Flatten):
-                net.add(nn.Flatten())
-            elif isinstance(layer, Dense):
-                net.add(nn.Dense(layer.units, activation=act, in_units=previous[0]))
-            elif isinstance(layer, Dropout):
-                net.add(nn.Dropout(layer.rate))
-            previous = shape
+        _add(mx, net, spec.resolved(num_classes), input_shape)
     return net
+
+
+def _add(mx: Any, net: Any, layers: tuple[Layer, ...], shape: tuple[int, ...]) -> None:
+    """Add the Gluon blocks of a stack from an input of ``shape`` to ``net``."""
+    nn = mx.gluon.nn
+    for layer in layers:
+        activation = getattr(layer, "activation", "none")
+        fused = activation in ("relu", "tanh") and isinstance(layer, Conv2D | Dense)
+        act = activation if fused else None
+        if isinstance(layer, Conv2D):
+            net.add(nn.Conv2D(layer.filters, layer.kernel, layer.stride, layer.padding,
+                              groups=layer.groups, use_bias=layer.bias, activation=act,
+                              in_channels=shape[0]))
+        elif isinstance(layer, BatchNorm):
+            net.add(nn.BatchNorm(axis=1, momentum=0.9, epsilon=1e-5, in_channels=shape[0]))
+        elif isinstance(layer, Pool2D):
+            pool = nn.MaxPool2D if layer.kind == "max" else nn.AvgPool2D
+            net.add(pool(layer.size, layer.stride, layer.padding))
+        elif isinstance(layer, GlobalAvgPool):
+            net.add(nn.GlobalAvgPool2D(), nn.Flatten())
+        elif isinstance(layer, Flatten):
+            net.add(nn.Flatten())
+        elif isinstance(layer, Dense):
+            net.add(nn.Dense(layer.units, activation=act, in_units=shape[0]))
+        elif isinstance(layer, Dropout):
+            net.add(nn.Dropout(layer.rate))
+        elif isinstance(layer, Residual):
+            net.add(_residual(mx, layer, shape))
+        if activation != "none" and not fused:
+            net.add(_activation(mx, activation))
+        shape = next_shape(layer, shape)
+
+
+def _activation(mx: Any, name: str) -> Any:
+    nn = mx.gluon.nn
+    if name == "relu6":
+        return nn.HybridLambda(lambda F, x: F.clip(x, 0, 6))
+    return nn.Activation(name)
+
+
+def _residual(mx: Any, layer: Residual, shape: tuple[int, ...]) -> Any:
+    """``body(x) + shortcut(x)`` as one hybrid block (the activation follows it)."""
+    nn = mx.gluon.nn
+
+    class ResidualBlock(nn.HybridBlock):
+        def __init__(self) -> None:
+            super().__init__()
+            with self.name_scope():
+                self.body = nn.HybridSequential()
+                self.shortcut = nn.HybridSequential()
+                _add(mx, self.body, layer.body, shape)
+                _add(mx, self.shortcut, layer.shortcut, shape)
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:  # noqa: N803 - Gluon's name
+            return self.body(x) + self.shortcut(x)
+
+    return ResidualBlock()
 
 
 class MXNetTrainer(Trainer):

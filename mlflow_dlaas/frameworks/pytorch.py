@@ -16,7 +16,19 @@ from mlflow_dlaas.frameworks.base import (
     Trainer,
     pinned_requirement,
 )
-from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
+from mlflow_dlaas.models.spec import (
+    ArchitectureSpec,
+    BatchNorm,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    Layer,
+    Pool2D,
+    Residual,
+    next_shape,
+)
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -78,37 +90,60 @@ def build_module(torch: Any, spec: ArchitectureSpec, input_shape: tuple[int, int
                  num_classes: int) -> Any:
     """The spec as a ``torch.nn.Sequential`` with Glorot-uniform weights and zero biases."""
     nn = torch.nn
-    layers: list[Any] = []
-    channels = input_shape[0]
-    shapes = spec.shapes(input_shape, num_classes)
-    previous: tuple[int, ...] = input_shape
-    for layer, shape in zip(spec.resolved(num_classes), shapes, strict=True):
-        if isinstance(layer, Conv2D):
-            layers.append(nn.Conv2d(channels, layer.filters, layer.kernel, layer.stride,
-                                    layer.padding))
-            channels = layer.filters
-            layers.extend(_activation(nn, layer.activation))
-        elif isinstance(layer, Pool2D):
-            pool = nn.MaxPool2d if layer.kind == "max" else nn.AvgPool2d
-            layers.append(pool(layer.size, layer.stride))
-        elif isinstance(layer, Flatten):
-            layers.append(nn.Flatten())
-        elif isinstance(layer, Dense):
-            layers.append(nn.Linear(previous[0], layer.units))
-            layers.extend(_activation(nn, layer.activation))
-        elif isinstance(layer, Dropout):
-            layers.append(nn.Dropout(layer.rate))
-        previous = shape
-    module = nn.Sequential(*layers)
+    spec.shapes(input_shape, num_classes)  # a clear error for too small an input
+    module = nn.Sequential(*_modules(nn, spec.resolved(num_classes), input_shape))
     for m in module.modules():
         if isinstance(m, nn.Conv2d | nn.Linear):
             nn.init.xavier_uniform_(m.weight)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
     return module
 
 
+def _modules(nn: Any, layers: tuple[Layer, ...], shape: tuple[int, ...]) -> list[Any]:
+    """PyTorch modules for a stack of layers from an input of ``shape``."""
+    modules: list[Any] = []
+    for layer in layers:
+        if isinstance(layer, Conv2D):
+            modules.append(nn.Conv2d(shape[0], layer.filters, layer.kernel, layer.stride,
+                                     layer.padding, groups=layer.groups, bias=layer.bias))
+        elif isinstance(layer, BatchNorm):
+            modules.append(nn.BatchNorm2d(shape[0]))
+        elif isinstance(layer, Pool2D):
+            pool = nn.MaxPool2d if layer.kind == "max" else nn.AvgPool2d
+            modules.append(pool(layer.size, layer.stride, layer.padding))
+        elif isinstance(layer, GlobalAvgPool):
+            modules += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        elif isinstance(layer, Flatten):
+            modules.append(nn.Flatten())
+        elif isinstance(layer, Dense):
+            modules.append(nn.Linear(shape[0], layer.units))
+        elif isinstance(layer, Dropout):
+            modules.append(nn.Dropout(layer.rate))
+        elif isinstance(layer, Residual):
+            modules.append(_residual(nn, layer, shape))
+        modules.extend(_activation(nn, getattr(layer, "activation", "none")))
+        shape = next_shape(layer, shape)
+    return modules
+
+
+def _residual(nn: Any, layer: Residual, shape: tuple[int, ...]) -> Any:
+    """``activation(body(x) + shortcut(x))`` as one module (the activation follows it)."""
+
+    class ResidualBlock(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(*_modules(nn, layer.body, shape))
+            self.shortcut = nn.Sequential(*_modules(nn, layer.shortcut, shape))
+
+        def forward(self, x: Any) -> Any:
+            return self.body(x) + self.shortcut(x)
+
+    return ResidualBlock()
+
+
 def _activation(nn: Any, name: str) -> list[Any]:
-    return {"relu": [nn.ReLU()], "tanh": [nn.Tanh()], "none": []}[name]
+    return {"relu": [nn.ReLU()], "relu6": [nn.ReLU6()], "tanh": [nn.Tanh()], "none": []}[name]
 
 
 class PyTorchTrainer(Trainer):

@@ -18,7 +18,18 @@ from mlflow_dlaas.frameworks.base import (
     pinned_requirement,
 )
 from mlflow_dlaas.libraries.settings import POLICY_VARIABLES
-from mlflow_dlaas.models.spec import ArchitectureSpec, Conv2D, Dense, Dropout, Flatten, Pool2D
+from mlflow_dlaas.models.spec import (
+    ArchitectureSpec,
+    BatchNorm,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    Layer,
+    Pool2D,
+    Residual,
+)
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -101,33 +112,57 @@ def threads_in_force(tf: Any) -> dict[str, Any]:
 
 def build_keras(tf: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
                 num_classes: int) -> Any:
-    """The spec as a Keras Sequential, channels-last (TensorFlow's CPU convolution layout)."""
+    """The spec as a Keras functional model, channels-last (TensorFlow's CPU convolution
+    layout), Glorot-uniform weights and zero biases."""
     keras = tf.keras
+    spec.shapes(input_shape, num_classes)  # a clear error for too small an input
     c, h, w = input_shape
-    layers: list[Any] = [keras.Input((h, w, c))]
+    inputs = keras.Input((h, w, c))
+    outputs = _apply(keras, spec.resolved(num_classes), inputs)
+    return keras.Model(inputs, outputs, name=spec.name)
+
+
+def _apply(keras: Any, layers: tuple[Layer, ...], x: Any) -> Any:
+    """The Keras layers of a stack, applied to the tensor ``x``."""
     init = {"kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
-    for layer in spec.resolved(num_classes):
-        act = None if layer_activation(layer) == "none" else layer_activation(layer)
+    for layer in layers:
+        activation = getattr(layer, "activation", "none")
+        fused = {"activation": None if activation == "none" else activation}
+        if isinstance(layer, Conv2D | Pool2D) and layer.padding:
+            x = keras.layers.ZeroPadding2D(layer.padding)(x)
         if isinstance(layer, Conv2D):
-            if layer.padding:
-                layers.append(keras.layers.ZeroPadding2D(layer.padding))
-            layers.append(keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride,
-                                              activation=act, **init))
+            depthwise = layer.groups > 1 and layer.groups == layer.filters == x.shape[-1]
+            if layer.groups > 1 and not depthwise:
+                raise ConfigError("grouped convolutions other than depthwise have no Keras "
+                                  "CPU kernel; use groups equal to the channels")
+            conv = (keras.layers.DepthwiseConv2D(layer.kernel, layer.stride,
+                                                 use_bias=layer.bias,
+                                                 depthwise_initializer="glorot_uniform",
+                                                 bias_initializer="zeros", **fused)
+                    if depthwise else
+                    keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride,
+                                        use_bias=layer.bias, **init, **fused))
+            x = conv(x)
+        elif isinstance(layer, BatchNorm):
+            x = keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5)(x)
         elif isinstance(layer, Pool2D):
             pool = (keras.layers.MaxPooling2D if layer.kind == "max"
                     else keras.layers.AveragePooling2D)
-            layers.append(pool(layer.size, layer.stride))
+            x = pool(layer.size, layer.stride)(x)
+        elif isinstance(layer, GlobalAvgPool):
+            x = keras.layers.GlobalAveragePooling2D()(x)
         elif isinstance(layer, Flatten):
-            layers.append(keras.layers.Flatten())
+            x = keras.layers.Flatten()(x)
         elif isinstance(layer, Dense):
-            layers.append(keras.layers.Dense(layer.units, activation=act, **init))
+            x = keras.layers.Dense(layer.units, **init, **fused)(x)
         elif isinstance(layer, Dropout):
-            layers.append(keras.layers.Dropout(layer.rate))
-    return keras.Sequential(layers, name=spec.name)
-
-
-def layer_activation(layer: object) -> str:
-    return getattr(layer, "activation", "none")
+            x = keras.layers.Dropout(layer.rate)(x)
+        elif isinstance(layer, Residual):
+            x = keras.layers.Add()([_apply(keras, layer.body, x),
+                                    _apply(keras, layer.shortcut, x)])
+        if isinstance(layer, BatchNorm | Residual) and activation != "none":
+            x = keras.layers.Activation(activation)(x)
+    return x
 
 
 class TensorFlowTrainer(Trainer):

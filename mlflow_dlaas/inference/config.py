@@ -18,8 +18,8 @@ from mlflow_dlaas.runs.validity import ValidityThresholds
 SCENARIOS = ("single_stream", "multi_stream", "offline", "server", "ensemble")
 PRECISIONS = ("fp32", "fp16", "int8")
 ENSEMBLE_MODES = ("threads", "processes")
-#: Served fresh (no model_uri): an architecture of the registry, or ResNet-18 (PyTorch-built).
-FRESH_MODELS = (*sorted(MODELS), "resnet18")
+#: Served fresh (no model_uri): an architecture of the registry.
+FRESH_MODELS = tuple(sorted(MODELS))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import numpy as np
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.user_model import UserModel, read_user_model
 from mlflow_dlaas.models import get_model
-from mlflow_dlaas.models.resnet import RESNET18_CLASSES, RESNET18_INPUT
 from mlflow_dlaas.models.spec import ArchitectureSpec
 
 REFERENCE_SAMPLES = 8
@@ -27,7 +26,17 @@ MODEL_DIR = "model"
 SOURCE_FILE = "source.json"
 #: The folder holding a source prepared by the entry (a run's download or a fresh export).
 SOURCE_ENV = "DLAAS_RUN_SOURCE_DIR"
-DEFAULT_INPUTS = {"cifar10_quick": (3, 32, 32), "resnet18": RESNET18_INPUT}
+#: Input sizes of the fresh models without their own (the ImageNet models have theirs).
+DEFAULT_INPUTS = {"cifar10_quick": (3, 32, 32)}
+
+
+def fresh_sizes(spec: ArchitectureSpec, shape: tuple[int, int, int] | None
+                ) -> tuple[tuple[int, int, int], int]:
+    """(input shape, classes) of a fresh model: the asked shape, else the model's own, else
+    MNIST's; its own classes (10 for the small models)."""
+    shape = shape or spec.input_shape or DEFAULT_INPUTS.get(spec.name, (1, 28, 28))
+    spec.shapes(shape, spec.classes)
+    return shape, spec.classes
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,7 @@ class ModelSource:
     reference_inputs: np.ndarray
     reference_outputs: np.ndarray
     reference_framework: str
-    spec: ArchitectureSpec | None = None  # None for resnet18
+    spec: ArchitectureSpec | None = None  # None for the user's own model
     run_id: str | None = None
     trained_with: str | None = None  # the training run's framework
     onnx_path: Path | None = None
@@ -82,18 +91,12 @@ def fresh_torch_source(model: str, shape: tuple[int, int, int] | None, seed: int
     itself is served)."""
     from mlflow_dlaas._imports import import_optional
     from mlflow_dlaas.frameworks.pytorch import build_module
-    from mlflow_dlaas.models.resnet import build_resnet18
 
     torch = import_optional("torch", extra="torch", purpose="Building fresh models")
     torch.manual_seed(seed)
-    shape = shape or DEFAULT_INPUTS.get(model, (1, 28, 28))
-    if model == "resnet18":
-        module, spec, classes = build_resnet18(torch), None, RESNET18_CLASSES
-    else:
-        spec = get_model(model)
-        classes = 10
-        spec.shapes(shape, classes)
-        module = build_module(torch, spec, shape, classes)
+    spec = get_model(model)
+    shape, classes = fresh_sizes(spec, shape)
+    module = build_module(torch, spec, shape, classes)
     module.eval()
     inputs = fresh_inputs(shape, seed)
     with torch.inference_mode():
@@ -120,14 +123,10 @@ def export_torch_onnx(torch: Any, module: Any, example: np.ndarray, path: Path) 
 def fresh_native_source(model: str, shape: tuple[int, int, int] | None, seed: int,
                         framework: str) -> ModelSource:
     """A spec to be built natively by the runtime itself (TensorFlow, MXNet)."""
-    if model == "resnet18":
-        raise ConfigError(f"resnet18 is built in PyTorch; serve it with the pytorch, "
-                          f"onnxruntime or openvino runtime, not {framework}")
     spec = get_model(model)
-    shape = shape or DEFAULT_INPUTS.get(model, (1, 28, 28))
-    spec.shapes(shape, 10)
+    shape, classes = fresh_sizes(spec, shape)
     inputs = fresh_inputs(shape, seed)
-    return ModelSource(model, shape, 10, inputs, np.empty((0,)), framework, spec)
+    return ModelSource(model, shape, classes, inputs, np.empty((0,)), framework, spec)
 
 
 def run_source(directory: Path) -> ModelSource:
@@ -146,9 +145,8 @@ def run_source(directory: Path) -> ModelSource:
         reference_outputs = np.load(onnx_dir / "reference_outputs.npy")
     except OSError:
         reference_inputs, reference_outputs = fresh_inputs(shape, 0), np.empty((0,))
-    spec = None if about["model"] == "resnet18" else get_model(about["model"])
     return ModelSource(about["model"], shape, int(about["num_classes"]), reference_inputs,
-                       reference_outputs, about["framework"], spec,
+                       reference_outputs, about["framework"], get_model(about["model"]),
                        run_id=about["run_id"], trained_with=about["framework"],
                        onnx_path=onnx_path if onnx_path.is_file() else None,
                        model_dir=model_dir if model_dir.is_dir() else None)

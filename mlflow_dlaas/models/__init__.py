@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models.imagenet import IMAGENET_MODELS
 from mlflow_dlaas.models.spec import (
     ArchitectureSpec,
+    BatchNorm,
     Conv2D,
     Dense,
     Dropout,
     Flatten,
+    GlobalAvgPool,
     Layer,
     Pool2D,
+    Residual,
 )
 
 MODELS: dict[str, ArchitectureSpec] = {
@@ -48,6 +52,7 @@ MODELS: dict[str, ArchitectureSpec] = {
             (Flatten(), Dense(512, "relu"), Dense(256, "relu"), Dense(10)),
             "multi-layer perceptron: fc512-relu-fc256-relu-fc10, for any input size",
         ),
+        *IMAGENET_MODELS,
     )
 }
 
@@ -62,5 +67,5 @@ def get_model(name: str) -> ArchitectureSpec:
         ) from None
 
 
-__all__ = ["MODELS", "ArchitectureSpec", "Conv2D", "Dense", "Dropout", "Flatten", "Layer",
-           "Pool2D", "get_model"]
+__all__ = ["MODELS", "ArchitectureSpec", "BatchNorm", "Conv2D", "Dense", "Dropout", "Flatten",
+           "GlobalAvgPool", "Layer", "Pool2D", "Residual", "get_model"]

@@ -15,7 +15,12 @@ from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winn
 from mlflow_dlaas.report.separation import Separation, separate
 from mlflow_dlaas.report.tables import setting_text
 from mlflow_dlaas.runs.goals import Bound, Goal
-from mlflow_dlaas.runs.schema import CUMULATIVE_TRAIN_TIME, EPOCH_TEST_ACCURACY
+from mlflow_dlaas.runs.schema import (
+    ACCURACY_NOT_MEASURED,
+    ACCURACY_TAG,
+    CUMULATIVE_TRAIN_TIME,
+    EPOCH_TEST_ACCURACY,
+)
 
 RUNNERS_UP = 3
 HISTORY_THREADS = 8
@@ -117,6 +122,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
     keys = [f"metrics.{goal.metric}", *(f"metrics.{b.metric}" for b in bounds)]
     for key, what in zip(keys, ["objective", *(f"constraint {b.text!r}" for b in bounds)],
                          strict=True):
+        refuse_accuracy_on_synthetic_data(rows, key.removeprefix("metrics."), what)
         if not rows.empty and key not in rows:
             raise ConfigError(f"no run logged {key.removeprefix('metrics.')!r} (the {what}); "
                               "check the name (see `mlflow-dlaas recommend --help`) or the "
@@ -152,6 +158,20 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         tuple((_settings(r, shown), _value(r, keys[0]))
               for _, r in ranked.iloc[1:1 + RUNNERS_UP].iterrows()),
         _separation(rows, ranked, keys[0], include_disturbed))
+
+
+def refuse_accuracy_on_synthetic_data(rows: pd.DataFrame, metric: str, what: str) -> None:
+    """ConfigError where an accuracy ``metric`` is asked of runs that all trained on random
+    labels (tag ``dlaas.accuracy``: not measured)."""
+    column = f"tags.{ACCURACY_TAG}"
+    if "accuracy" not in metric or rows.empty or column not in rows:
+        return
+    if (rows[column] == ACCURACY_NOT_MEASURED).all():
+        datasets = sorted(set(rows.get("params.dataset", pd.Series(["synthetic"])).dropna()))
+        raise ConfigError(f"{metric} (the {what}) is {ACCURACY_NOT_MEASURED}: these runs "
+                          f"trained on {', '.join(datasets)}, random images with random labels; "
+                          "choose a time, throughput, memory or energy goal, or train on real "
+                          "data")
 
 
 def _separation(rows: pd.DataFrame, ranked: pd.DataFrame, key: str,

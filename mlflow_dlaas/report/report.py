@@ -176,6 +176,7 @@ PLOT_BUILDERS: tuple[tuple[str, Callable[[MlflowClient, Workloads], Plot]], ...]
     ("time_to_accuracy_curves",
      lambda client, work: training_plots.time_to_accuracy_curves(client, work.train)),
     ("accuracy_vs_time", lambda client, work: training_plots.accuracy_vs_time(work.train)),
+    ("fraction_of_peak", lambda client, work: training_plots.fraction_of_peak(work.train)),
     ("versus_batch_size", lambda client, work: inference_plots.versus_batch_size(work.inference)),
     ("versus_threads", lambda client, work: inference_plots.versus_threads(work.inference)),
     ("latency_cdfs", lambda client, work: inference_plots.latency_cdfs(client, work.inference)),

@@ -38,6 +38,8 @@ TRAINING_COLUMNS = (
     Column("time to accuracy (s)", schema.TIME_TO_ACCURACY, digits=2),
     Column("peak memory (MB)", PEAK_MEMORY, digits=0),
     Column("CPU % (train)", schema.TRAIN_MEAN_CPU, digits=0),
+    Column("GFLOP/s (train)", schema.TRAIN_GFLOPS, digits=1),
+    Column("fraction of peak", schema.FRACTION_OF_PEAK, digits=3),
     Column("energy, whole run (J)", ENERGY, digits=1),
 )
 INFERENCE_COLUMNS = (
@@ -139,11 +141,18 @@ def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
         have = rows.loc[rows[column.key].notna(), "run_id"].nunique() if column.key in rows else 0
         if total and have < total:
             notes.append(f"{column.heading}: `{column.metric}` is missing in "
-                         f"{total - have} of {total} runs{_why(column.metric)}")
+                         f"{total - have} of {total} runs{_why(column.metric, rows)}")
     return notes
 
 
-def _why(metric: str) -> str:
+def _why(metric: str, rows: pd.DataFrame) -> str:
+    synthetic = f"tags.{schema.ACCURACY_TAG}"
+    if "accuracy" in metric and synthetic in rows and (
+            rows[synthetic] == schema.ACCURACY_NOT_MEASURED).any():
+        return f" (accuracy is {schema.ACCURACY_NOT_MEASURED} in some or all)"
+    if metric in (schema.TRAIN_GFLOPS, schema.FRACTION_OF_PEAK):
+        return (" (made before FLOPs were counted, or no CPU peak could be derived: the "
+                f"run's {schema.PEAK_TAG} tag says why)")
     if "energy" in metric:
         return " (no readable RAPL counter or NVIDIA GPU where they ran)"
     if metric == schema.TIME_TO_ACCURACY:

@@ -77,6 +77,18 @@ EPOCHS_COMPLETED = "epochs_completed"
 STEPS_COMPLETED = "steps_completed"
 TARGET_REACHED = "target_reached"
 PARAMETER_COUNT = "parameter_count"
+# How much of the machine a run used: the model's FLOPs (its spec's count, equal on every
+# framework), the rate achieved in a measured phase, and that rate against the CPU's peak
+FORWARD_FLOPS = "model_forward_flops_per_sample"
+TRAINING_FLOPS = "model_training_flops_per_sample"
+TRAIN_GFLOPS = "train_gflops_per_second"
+TEST_GFLOPS = "test_gflops_per_second"
+PEAK_GFLOPS = "cpu_fp32_peak_gflops_per_second"
+#: Inference: under ``offline/batch_{n}/``, and the best batch size's at the top level
+GFLOPS = "gflops_per_second"
+OFFLINE_GFLOPS = "offline_gflops_per_second"
+#: Training: the train phase's; inference: the best offline batch size's
+FRACTION_OF_PEAK = "fraction_of_peak"
 # Inference: a scenario's statistics, under ``{scenario}/`` and ``{scenario}/batch_{n}/``
 LATENCY_P50 = "latency_p50_ms"
 LATENCY_P90 = "latency_p90_ms"
@@ -262,6 +274,11 @@ EQUIVALENCE_RULE_TAG = "dlaas.equivalence_rule"
 SERVER_RATE_SEARCH_TAG = "dlaas.server_rate_search"
 WARNING_TAG = "dlaas.warning"
 MODEL_FLAVOR_TAG = "dlaas.model_flavor"
+#: How the run's peak was derived (cores x clock x FLOPs per cycle), or why it was not
+PEAK_TAG = "dlaas.peak"
+#: "not measured (synthetic data)" where the data's labels are random
+ACCURACY_TAG = "dlaas.accuracy"
+ACCURACY_NOT_MEASURED = "not measured (synthetic data)"
 ONNX_TAG = "dlaas.onnx"
 MONITOR_INTERVAL_TAG = "dlaas.monitor.interval_s"
 MONITOR_PROBE_ERRORS_TAG = "dlaas.monitor.probe_errors"

@@ -13,6 +13,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_experiment_name
 
 from mlflow_dlaas.config import TrainConfig
+from mlflow_dlaas.data import RANDOM_LABEL_DATASETS
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.launch import ProjectEntry, projects_dir, read_project
@@ -166,6 +167,7 @@ def parse_spec(raw: Any, *, default_name: str = "study", folder: Path | None = N
     _check_seed(fixed, space)
     _check_params(entry, frameworks, fixed, space)
     common = _common(raw, default_name, space)
+    _check_accuracy_is_measured(fixed, space, common)
     if common["pruner"] != "none" and entry not in PRUNING_METRIC:
         raise ConfigError(f"study spec: pruner: {entry} runs report no per-epoch metric to "
                           "prune on; set pruner: none")
@@ -244,6 +246,20 @@ def _check_project_params(entry: ProjectEntry, fixed: Mapping[str, Any],
             split_settings(params)
         except ConfigError as e:
             raise ConfigError(f"study spec: {where}: {e}") from None
+
+
+def _check_accuracy_is_measured(fixed: Mapping[str, Any], space: tuple[Dimension, ...],
+                                common: Mapping[str, Any]) -> None:
+    """An accuracy goal on a data set with random labels is refused before any run."""
+    datasets = {fixed.get("dataset")} | {v for d in space if d.name == "dataset"
+                                         for v in _samples(d)}
+    synthetic = sorted(str(d) for d in datasets & RANDOM_LABEL_DATASETS)
+    goals = [*common["objectives"], *common["constraints"]]
+    asked = sorted({g.metric for g in goals if "accuracy" in g.metric})
+    if synthetic and asked:
+        raise ConfigError(f"study spec: {', '.join(asked)}: accuracy is not measured on "
+                          f"{', '.join(synthetic)} (random images, random labels); choose a "
+                          "time, throughput, memory or energy goal, or a real data set")
 
 
 def _common(raw: Mapping[str, Any], default_name: str, space: tuple[Dimension, ...]

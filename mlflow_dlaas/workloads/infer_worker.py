@@ -29,6 +29,7 @@ import numpy as np
 
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
@@ -40,11 +41,17 @@ from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
     ENSEMBLE_SIZE,
     EQUIVALENCE_RULE_TAG,
+    FORWARD_FLOPS,
+    FRACTION_OF_PEAK,
+    GFLOPS,
     LATENCY_P50,
     LATENCY_P99,
     LOAD_TIME,
     LOADGEN_RESULT_TAG,
     MEASURED_TIME,
+    OFFLINE_GFLOPS,
+    PEAK_GFLOPS,
+    PEAK_TAG,
     QUERY_COUNT,
     RUNTIME_VERSION_TAG,
     SAMPLES_TOTAL,
@@ -100,7 +107,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
         source = resolve_source(config, runtime)
         predict = prepared(runtime, source, config)
         load_s = time.perf_counter() - t0
-    _describe(channel, runtime, source, load_s)
+    host = _describe(channel, runtime, source, load_s)
     report_libraries(channel, config.parallelism, runtime.name, runtime.native_library,
                      runtime.libraries_in_force())
     _check_batching(source, config)
@@ -120,6 +127,35 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
                 measured += SCENARIO_RUNNERS[scenario](channel, predict, data, config, rule)
     _report_totals_and_cdf(channel, measured)
     _report_loadgen(channel, measured)
+    _report_compute(channel, measured, source, config, host)
+
+
+def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSource,
+                    config: InferConfig, host: dict[str, Any]) -> None:
+    """The model's FLOPs per sample (its spec's count), the GFLOP/s each offline batch size
+    achieved, and the best against the CPU's FP32 peak of the cores in use."""
+    if source.spec is None:
+        channel.tags({PEAK_TAG: "no FLOPs: the user's own model has no spec to count them"})
+        return
+    flops = source.spec.forward_flops(source.input_shape, source.num_classes)
+    figures = {FORWARD_FLOPS: float(flops)}
+    for scenario, batch, result in measured:
+        if scenario == "offline":
+            figures[scenario_key("offline", GFLOPS, batch)] = (
+                flops * result.throughput_samples_per_s / 1e9)
+    best = max((v for k, v in figures.items() if k.endswith(GFLOPS)), default=None)
+    how = "no offline scenario: nothing to hold against the peak"
+    if best is not None:
+        figures[OFFLINE_GFLOPS] = best
+        threads = None if config.instances > 1 else config.parallelism.intra_op_threads
+        peak, how = (fp32_peak_gflops(host, cores_in_use(host, threads))
+                     if config.device == "cpu" else
+                     (None, f"no peak: only CPU peaks are derived, this run used "
+                            f"{config.device}"))
+        if peak:
+            figures.update({PEAK_GFLOPS: peak, FRACTION_OF_PEAK: best / peak})
+    channel.metrics(figures)
+    channel.tags({PEAK_TAG: how})
 
 
 def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
@@ -214,7 +250,8 @@ def _report_totals_and_cdf(channel: WorkerChannel, measured: Measured) -> None:
 
 
 def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSource,
-              load_s: float) -> None:
+              load_s: float) -> dict[str, Any]:
+    """Settings in force, input shape, fingerprint (returned) and load time."""
     in_force = {**runtime.threads_in_force(), **process_settings_in_force()}
     channel.params({**{f"in_force_{k}": v for k, v in in_force.items()},
                     "input_shape": "x".join(map(str, source.input_shape)),
@@ -225,6 +262,7 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
     channel.tags({RUNTIME_VERSION_TAG: runtime.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     channel.metrics({LOAD_TIME: load_s})
+    return host
 
 
 def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: InferenceRuntime,

@@ -23,30 +23,41 @@ from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
+from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
+from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
+    ACCURACY_NOT_MEASURED,
+    ACCURACY_TAG,
     CUMULATIVE_TRAIN_TIME,
     EPOCH_TEST_ACCURACY,
     EPOCH_THROUGHPUT,
     EPOCH_TIME,
     EPOCHS_COMPLETED,
+    FORWARD_FLOPS,
+    FRACTION_OF_PEAK,
     FRAMEWORK_VERSION_TAG,
     MODEL_FLAVOR_TAG,
     ONNX_TAG,
     PARAMETER_COUNT,
+    PEAK_GFLOPS,
+    PEAK_TAG,
     STEPS_COMPLETED,
     TARGET_REACHED,
     TEST_ACCURACY,
+    TEST_GFLOPS,
     TEST_THROUGHPUT,
     TEST_TIME,
     TIME_TO_ACCURACY,
     TOTAL_TRAIN_TIME,
     TRAIN_ACCURACY,
+    TRAIN_GFLOPS,
     TRAIN_LOSS,
     TRAIN_THROUGHPUT,
     TRAIN_TIME,
+    TRAINING_FLOPS,
     WARMUP_TIME,
 )
 from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
@@ -60,9 +71,9 @@ EVAL_BATCH = 500
 
 @dataclass(frozen=True)
 class TrainingFigures:
-    """The paper's columns for one run."""
+    """The paper's columns for one run (no accuracy on synthetic data)."""
 
-    final_test_accuracy: float
+    final_test_accuracy: float | None
     train_time_s: float
     test_time_s: float
     time_to_accuracy_s: float | None
@@ -78,9 +89,9 @@ def train(config: TrainConfig, channel: WorkerChannel) -> TrainingFigures:
         dataset = load_dataset(config.dataset, data_dir=config.data_dir or None, seed=config.seed)
         spec.shapes(dataset.input_shape, dataset.num_classes)  # fails early if too small
         trainer = _prepare(adapter, config, spec, dataset)
-    _describe(channel, adapter, config, dataset, trainer)
+    cost = _describe(channel, adapter, config, dataset, trainer, spec)
     channel.wait_until_watched()
-    figures = _train_and_evaluate(channel, trainer, config, dataset)
+    figures = _train_and_evaluate(channel, trainer, config, dataset, cost)
     with channel.phase("save"):
         _save(channel, trainer, config, dataset)
     return figures
@@ -99,22 +110,45 @@ def _prepare(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
     return adapter.build(spec, dataset.input_shape, dataset.num_classes, options)
 
 
+@dataclass(frozen=True)
+class ComputeCost:
+    """The model's FLOPs per sample and the peak of the cores the run uses (None: unknown)."""
+
+    forward_flops: int
+    training_flops: int
+    peak_gflops: float | None
+
+
 def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainConfig,
-              dataset: Dataset, trainer: Trainer) -> None:
-    """Dataset, settings in force (read back here, in the measured process) and fingerprint."""
+              dataset: Dataset, trainer: Trainer, spec: ArchitectureSpec) -> ComputeCost:
+    """Dataset, settings in force (read back here, in the measured process), fingerprint,
+    the model's FLOPs and the machine's peak."""
     in_force = {**adapter.threads_in_force(), **process_settings_in_force()}
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
     channel.send("dataset", **dataset.input_report(config.data_dir))
     host = fingerprint()
     channel.tags({FRAMEWORK_VERSION_TAG: adapter.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
-    channel.metrics({PARAMETER_COUNT: trainer.parameter_count()})
+    shape, classes = dataset.input_shape, dataset.num_classes
+    cost = ComputeCost(spec.forward_flops(shape, classes), spec.training_flops(shape, classes),
+                       None)
+    if config.device == "cpu":
+        peak, how = fp32_peak_gflops(host, cores_in_use(host, in_force.get("intra_op_threads")))
+        cost = ComputeCost(cost.forward_flops, cost.training_flops, peak)
+    else:
+        how = f"no peak: only CPU peaks are derived, this run used {config.device}"
+    channel.metrics({PARAMETER_COUNT: trainer.parameter_count(),
+                     FORWARD_FLOPS: cost.forward_flops, TRAINING_FLOPS: cost.training_flops,
+                     **({PEAK_GFLOPS: cost.peak_gflops} if cost.peak_gflops else {})})
+    channel.tags({PEAK_TAG: how, **({} if dataset.measures_accuracy
+                                   else {ACCURACY_TAG: ACCURACY_NOT_MEASURED})})
     report_libraries(channel, config.parallelism, adapter.name, adapter.native_library,
                      adapter.libraries_in_force())
+    return cost
 
 
 def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
-                        dataset: Dataset) -> TrainingFigures:
+                        dataset: Dataset, cost: ComputeCost) -> TrainingFigures:
     rng = np.random.default_rng(config.seed)
     warmup_s = 0.0
     if config.warmup_steps:
@@ -126,7 +160,7 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
     train_s = 0.0
     steps = epoch = samples = 0
     time_to_accuracy: float | None = None
-    test_accuracy = 0.0
+    test_accuracy: float | None = None
     while (config.epochs == 0 or epoch < config.epochs) and (
         config.max_steps == 0 or steps < config.max_steps
     ):
@@ -146,27 +180,28 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
                 f"training diverged: loss is {stats.mean_loss} in epoch {epoch} "
                 f"(learning_rate={config.learning_rate}); lower the learning rate"
             )
-        with channel.phase("eval"):
-            test_accuracy = _accuracy(trainer, dataset)
-        if time_to_accuracy is None and test_accuracy >= config.target_accuracy:
-            time_to_accuracy = train_s
+        accuracy = {}
+        if dataset.measures_accuracy:
+            with channel.phase("eval"):
+                test_accuracy = _accuracy(trainer, dataset)
+            if time_to_accuracy is None and test_accuracy >= config.target_accuracy:
+                time_to_accuracy = train_s
+            accuracy = {TRAIN_ACCURACY: stats.accuracy, EPOCH_TEST_ACCURACY: test_accuracy}
         channel.metrics({
             TRAIN_LOSS: stats.mean_loss,
-            TRAIN_ACCURACY: stats.accuracy,
-            EPOCH_TEST_ACCURACY: test_accuracy,
+            **accuracy,
             EPOCH_TIME: epoch_s,
             EPOCH_THROUGHPUT: stats.samples / epoch_s if epoch_s else 0.0,
             CUMULATIVE_TRAIN_TIME: train_s,
         }, step=epoch)
-        log.info("epoch %d: loss %.4f test accuracy %.4f (%.2f s)", epoch, stats.mean_loss,
-                 test_accuracy, epoch_s)
+        log.info("epoch %d: loss %.4f test accuracy %s (%.2f s)", epoch, stats.mean_loss,
+                 "not measured" if test_accuracy is None else f"{test_accuracy:.4f}", epoch_s)
         channel.checkpoint(epoch)  # a study's pruner may stop us here, before the next epoch
     with channel.phase("test"):
         t0 = time.perf_counter()
-        test_accuracy = _accuracy(trainer, dataset)
+        accuracy_at_end = _accuracy(trainer, dataset)
         test_s = time.perf_counter() - t0
     final = {
-        TEST_ACCURACY: test_accuracy,
         TRAIN_TIME: train_s,
         TOTAL_TRAIN_TIME: train_s + warmup_s,
         WARMUP_TIME: warmup_s,
@@ -175,12 +210,30 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         TRAIN_THROUGHPUT: samples / train_s if train_s else 0.0,
         EPOCHS_COMPLETED: float(epoch),
         STEPS_COMPLETED: float(steps),
-        TARGET_REACHED: float(time_to_accuracy is not None),
+        **_achieved(cost, samples, train_s, len(dataset.x_test), test_s),
     }
+    if dataset.measures_accuracy:
+        test_accuracy = accuracy_at_end
+        final.update({TEST_ACCURACY: test_accuracy,
+                      TARGET_REACHED: float(time_to_accuracy is not None)})
     if time_to_accuracy is not None:
         final[TIME_TO_ACCURACY] = time_to_accuracy
     channel.metrics(final)
     return TrainingFigures(test_accuracy, train_s, test_s, time_to_accuracy, epoch, steps)
+
+
+def _achieved(cost: ComputeCost, train_samples: int, train_s: float, test_samples: int,
+              test_s: float) -> dict[str, float]:
+    """GFLOP/s achieved in the train and test phases, and the train phase's fraction of the
+    peak where the peak is known."""
+    figures = {}
+    if train_s:
+        figures[TRAIN_GFLOPS] = cost.training_flops * train_samples / train_s / 1e9
+        if cost.peak_gflops:
+            figures[FRACTION_OF_PEAK] = figures[TRAIN_GFLOPS] / cost.peak_gflops
+    if test_s:
+        figures[TEST_GFLOPS] = cost.forward_flops * test_samples / test_s / 1e9
+    return figures
 
 
 def _accuracy(trainer: Trainer, dataset: Dataset) -> float:

@@ -121,3 +121,15 @@ def test_the_winner_is_named_by_what_differs_from_the_next_best_only() -> None:
     answer = recommend(rows, parse_goal("train_time"))
     assert answer.winner() == "mxnet"
     assert answer.runner_up_names()[-1][0] == "pytorch with epochs=1, log_model=False"
+
+
+def test_an_accuracy_goal_on_synthetic_data_is_refused_with_the_reason() -> None:
+    from mlflow_dlaas.errors import ConfigError
+
+    rows = _runs({"pytorch": [1.0, 1.1], "tensorflow": [2.0, 2.1]}).assign(**{
+        "tags.dlaas.accuracy": "not measured (synthetic data)",
+        "params.dataset": "synthetic_imagenet"})
+    with pytest.raises(ConfigError, match="not measured .synthetic data.: these runs trained "
+                                          "on synthetic_imagenet"):
+        recommend(rows, parse_goal("accuracy"))
+    assert recommend(rows, parse_goal("train_time")).best["system"] == "pytorch"

@@ -269,3 +269,15 @@ def test_a_spec_that_is_not_a_small_text_file_is_refused_at_once(tmp_path: Path,
                "binary": "not text", "huge": "larger than 1 MiB"}[kind]
     with pytest.raises(ConfigError, match=message):
         load_spec(path)
+
+
+def test_an_accuracy_objective_on_synthetic_data_is_refused_before_any_run() -> None:
+    raw = {"frameworks": ["pytorch"], "objectives": [{"metric": "accuracy",
+                                                       "direction": "maximize"}],
+           "fixed": {"model": "resnet50", "epochs": 0, "max_steps": 5},
+           "search_space": {"dataset": {"type": "categorical",
+                                        "choices": ["mnist5k", "synthetic_imagenet"]}}}
+    with pytest.raises(ConfigError, match="accuracy is not measured on synthetic_imagenet"):
+        parse_spec(raw)
+    raw["objectives"] = [{"metric": "train_time", "direction": "minimize"}]
+    assert parse_spec(raw).fixed["model"] == "resnet50"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 
 import mlflow
 import pytest
 
+from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import runs_of
@@ -49,7 +51,22 @@ def _assert_trained(experiment: str, framework: str) -> mlflow.entities.Run:
     (dataset,) = run.inputs.dataset_inputs
     assert dataset.dataset.name == "mnist5k" and len(dataset.dataset.digest) == 12
     assert "test accuracy" in run.data.tags["mlflow.note.content"]
+    _assert_flops_and_peak(run, "lenet5", (1, 28, 28), 10)
     return run
+
+
+def _assert_flops_and_peak(run: mlflow.entities.Run, model: str, shape: tuple[int, int, int],
+                           classes: int) -> None:
+    """The spec's FLOPs, the rate achieved, and the peak it is held against (this machine
+    is x86: a peak can be derived, and the tag says how)."""
+    m, spec = run.data.metrics, get_model(model)
+    assert m["model_forward_flops_per_sample"] == spec.forward_flops(shape, classes)
+    assert m["model_training_flops_per_sample"] == spec.training_flops(shape, classes)
+    assert m["train_gflops_per_second"] > 0 and m["test_gflops_per_second"] > 0
+    assert m["cpu_fp32_peak_gflops_per_second"] > 0
+    assert 0 < m["fraction_of_peak"] <= 1
+    assert re.fullmatch(r"\d+ cores x [\d.]+ MHz x \d+ FP32 FLOPs/cycle \(.+\) = [\d.]+ "
+                        r"GFLOP/s", run.data.tags["dlaas.peak"]), run.data.tags["dlaas.peak"]
 
 
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
@@ -67,6 +84,29 @@ def test_lenet5_trains_to_90_percent_in_the_main_env(tracking: str, framework: s
         assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
     else:
         assert run.data.tags["dlaas.onnx"].startswith("not exported")
+
+
+def test_an_imagenet_model_trains_on_synthetic_data_for_a_number_of_steps(tracking: str
+                                                                          ) -> None:
+    """MobileNetV2 at 224x224 on synthetic_imagenet, bounded by max_steps: speed, memory and
+    FLOPs are measured, accuracy is said not to be."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here (extra: torch)")
+    out = mlflow_run("pytorch", tracking, {
+        "model": "mobilenet_v2", "dataset": "synthetic_imagenet", "epochs": 0,
+        "max_steps": 2, "batch_size": 4, "warmup_steps": 1, "log_model": "false"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = _only_run(tracking)
+    m = run.data.metrics
+    assert run.info.status == "FINISHED"
+    assert m["parameter_count"] == 3_504_872 and m["steps_completed"] == 2
+    assert run.data.tags["dlaas.accuracy"] == "not measured (synthetic data)"
+    assert not [k for k in m if "accuracy" in k or k.endswith("target_reached")], sorted(m)
+    assert "eval/duration_seconds" not in m  # no per-epoch evaluation of random labels
+    _assert_flops_and_peak(run, "mobilenet_v2", (3, 224, 224), 1000)
+    headline = [line for line in (out.stdout + out.stderr).splitlines()
+                if "training time" in line]
+    assert headline and "accuracy" not in headline[-1], headline
 
 
 def test_mxnet_trains_in_its_own_virtualenv(tracking: str) -> None:
