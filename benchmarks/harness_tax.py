@@ -6,6 +6,7 @@ script's, alternating in ABBA order. MXNet runs in its own virtualenv when it ex
 Goal: within 3 % for PyTorch and TensorFlow.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow mxnet] [--rounds 5]
+        [--model resnet50]   (ResNet-50, 10 steps of 16 synthetic 224x224 images: PyTorch)
 """
 
 from __future__ import annotations
@@ -22,17 +23,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", nargs="+", default=["pytorch", "tensorflow", "mxnet"])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
     args = parser.parse_args()
     for framework in args.frameworks:
+        if args.model == "resnet50" and framework != "pytorch":
+            print(f"{framework} resnet50: skipped, the bare ResNet-50 is PyTorch's")
+            continue
         python = mxnet_python() if framework == "mxnet" else sys.executable
         if python is None:
             print(f"{framework}: skipped, no MXNet environment")
             continue
-        mine, theirs = alternate(*train_pair(framework, python), args.rounds)
+        mine, theirs = alternate(*train_pair(framework, python, args.model), args.rounds)
         ours, bare = median(mine, KEY), median(theirs, KEY)
         disturbed = sum(f.validity != "valid" for f in mine)
-        print(f"{framework:10s} ours {ours:7.0f} samples/s ({spread(mine, KEY)})  bare "
-              f"{bare:7.0f} samples/s ({spread(theirs, KEY)})  tax "
+        print(f"{framework} {args.model:8s} ours {ours:8.1f} samples/s ({spread(mine, KEY)})  bare "
+              f"{bare:8.1f} samples/s ({spread(theirs, KEY)})  tax "
               f"{100 * (1 - ours / bare):+6.2f} %  ({args.rounds} rounds, "
               f"{disturbed} of ours not valid)", flush=True)
 

@@ -9,6 +9,7 @@ processes' peaks are printed beside (ours: the worker's ``run`` phase; bare: ``w
 
     .venv/bin/python benchmarks/memory_fidelity.py [--rounds 3] [--frameworks pytorch ...]
         [--runtimes onnxruntime ...]   (an empty list skips that part)
+        [--model resnet50]   (training ResNet-50 on synthetic 224x224 images: PyTorch)
 """
 
 from __future__ import annotations
@@ -40,16 +41,20 @@ def main() -> None:
     parser.add_argument("--frameworks", nargs="*", default=["pytorch", "tensorflow", "mxnet"])
     parser.add_argument("--runtimes", nargs="*",
                         default=["pytorch", "tensorflow", "onnxruntime", "openvino"])
+    parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
     args = parser.parse_args()
     if args.frameworks:
         for framework in args.frameworks:
+            if args.model == "resnet50" and framework != "pytorch":
+                print(f"train {framework} resnet50: skipped, the bare ResNet-50 is PyTorch's")
+                continue
             python = mxnet_python() if framework == "mxnet" else sys.executable
             if python is None:
                 print(f"train {framework}: skipped, no MXNet environment (run "
                       "`mlflow run projects/mxnet --env-manager virtualenv` once)")
                 continue
-            report(f"train {framework}", *alternate(*train_pair(framework, python),
-                                                    args.rounds))
+            report(f"train {framework} {args.model}",
+                   *alternate(*train_pair(framework, python, args.model), args.rounds))
     if args.runtimes:
         with tempfile.TemporaryDirectory() as tmp:
             onnx = fresh_onnx(Path(tmp))

@@ -26,6 +26,10 @@ ROOT = HERE.parent
 MIB = 2**20
 TRAIN_PARAMS = ["--epochs", "3", "--batch_size", "64", "--learning_rate", "0.01",
                 "--momentum", "0.9", "--warmup_steps", "5", "--log_model", "false"]
+#: ResNet-50 on synthetic ImageNet-size data: warm-up, then a bounded number of steps
+RESNET50_PARAMS = ["--model", "resnet50", "--dataset", "synthetic_imagenet", "--epochs", "0",
+                   "--max_steps", "10", "--batch_size", "16", "--warmup_steps", "2",
+                   "--learning_rate", "0.01", "--momentum", "0.9", "--log_model", "false"]
 INFER_PARAMS = ["--batch_sizes", "64", "--scenarios", "single_stream,offline",
                 "--min_query_count", "300", "--min_duration_s", "1", "--warmup_queries", "20"]
 
@@ -81,15 +85,23 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
                        run.data.tags.get("dlaas.validity", ""))
 
 
-def train_pair(framework: str, python: str) -> tuple[Callable[[], Figures],
-                                                     Callable[[], Figures]]:
-    """(ours, bare) for LeNet-5 training in ``framework``."""
+def train_pair(framework: str, python: str, model: str = "lenet5"
+               ) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
+    """(ours, bare) for LeNet-5 training in ``framework``, or ResNet-50 (PyTorch only: the
+    bare side is a hand-written PyTorch ResNet-50)."""
+    if model == "resnet50":
+        if framework != "pytorch":
+            raise ValueError("the ResNet-50 bare script is PyTorch's")
+        params = RESNET50_PARAMS
+        bare_command = [python, str(HERE / "bare" / "train_resnet50.py")]
+    else:
+        params = TRAIN_PARAMS
+        bare_command = [python, str(HERE / "bare" / "train_lenet.py"), "--framework",
+                        framework, "--epochs", "3"]
     ours = lambda: _run_ours(python, "mlflow_dlaas.workloads.train",  # noqa: E731
-                             ["--framework", framework, *TRAIN_PARAMS],
+                             ["--framework", framework, *params],
                              {"train_samples_per_second": schema.TRAIN_THROUGHPUT})
-    bare = lambda: _run_bare([python, str(HERE / "bare" / "train_lenet.py"),  # noqa: E731
-                              "--framework", framework, "--epochs", "3"],
-                             "train_peak_rss_bytes")
+    bare = lambda: _run_bare(bare_command, "train_peak_rss_bytes")  # noqa: E731
     return ours, bare
 
 
