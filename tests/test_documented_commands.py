@@ -39,7 +39,7 @@ RUN_AS_WRITTEN: dict[str, str] = {
     "mlflow run projects/tensorflow -e train -P epochs=3 --env-manager local": "fresh",
     "mlflow run projects/mxnet -e train -P epochs=3 --env-manager virtualenv": "fresh",
     "mlflow run projects/onnxruntime -e infer -P batch_sizes=1,8,32 --env-manager local": "fresh",
-    "mlflow run projects/openvino -e infer -P model=resnet18 -P batch_sizes=1,8 "
+    "mlflow run projects/openvino -e infer -P model=mobilenet_v2 -P batch_sizes=1,8 "
     "--env-manager local": "fresh",
     "mlflow run projects/tensorflow -e infer -P jit_compile=true --env-manager local": "fresh",
     "mlflow run projects/mxnet -e infer --env-manager virtualenv": "fresh",
