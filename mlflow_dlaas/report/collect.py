@@ -11,6 +11,7 @@ from mlflow.entities import Run, ViewType
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.hosts import UNKNOWN_HOST
 from mlflow_dlaas.runs.schema import (
+    ACCURACY_TAG,
     ENTRY_TAG,
     ENV_TAG_PREFIX,
     FRAMEWORK_TAG,
@@ -30,12 +31,15 @@ from mlflow_dlaas.runs.schema import (
 PAGE_SIZE = 1000
 #: runs that describe other runs, never measured themselves
 NOT_MEASUREMENTS = ("report", "study")
+#: the column saying "not measured (synthetic data)" where a run's labels were random
+ACCURACY_COLUMN = "accuracy_note"
 #: tags copied into the table as plain columns
 TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
                RUNTIME_TAG: "runtime", PROJECT_TAG: "project", STUDY_TAG: "study",
                TRIAL_NUMBER_TAG: "trial_number", REASON_TAG: "failure_reason",
                VALIDITY_TAG: "validity", VALIDITY_REASON_TAG: "validity_reason",
-               HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model"}
+               HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model",
+               ACCURACY_TAG: ACCURACY_COLUMN}
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.aggregate import aggregate, configuration_ids, shown_settings
+from mlflow_dlaas.report.collect import ACCURACY_COLUMN
 from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
 from mlflow_dlaas.report.separation import Separation, separate
 from mlflow_dlaas.report.tables import setting_text
 from mlflow_dlaas.runs.goals import Bound, Goal
 from mlflow_dlaas.runs.schema import (
     ACCURACY_NOT_MEASURED,
-    ACCURACY_TAG,
     CUMULATIVE_TRAIN_TIME,
     EPOCH_TEST_ACCURACY,
 )
@@ -163,7 +163,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
 def refuse_accuracy_on_synthetic_data(rows: pd.DataFrame, metric: str, what: str) -> None:
     """ConfigError where an accuracy ``metric`` is asked of runs that all trained on random
     labels (tag ``dlaas.accuracy``: not measured)."""
-    column = f"tags.{ACCURACY_TAG}"
+    column = ACCURACY_COLUMN
     if "accuracy" not in metric or rows.empty or column not in rows:
         return
     if (rows[column] == ACCURACY_NOT_MEASURED).all():

@@ -10,7 +10,7 @@ from typing import TypeVar
 import pandas as pd
 from mlflow import MlflowClient
 
-from mlflow_dlaas.report import inference_plots, resource_plots, training_plots
+from mlflow_dlaas.report import inference_plots, peak_plots, resource_plots, training_plots
 from mlflow_dlaas.report.collect import RunTable
 from mlflow_dlaas.report.derived import (
     PEAK_MEMORY,
@@ -107,6 +107,10 @@ class Workloads:
         return cls(finished, entry("train"), inference_rows(infer) if len(infer) else infer,
                    batched_metrics(infer), entry("project"))
 
+    def runs_of(self, entry: str) -> pd.DataFrame:
+        """One row per finished run of the entry point ``entry`` (train, infer, project)."""
+        return self.all[self.all["entry"] == entry] if len(self.all) else self.all
+
     def rows_for(self, client: MlflowClient, goal: Goal, bounds: tuple[Bound, ...] = ()
                  ) -> pd.DataFrame:
         """The rows an objective is judged on: per batch size when it or a bound is a metric
@@ -176,7 +180,8 @@ PLOT_BUILDERS: tuple[tuple[str, Callable[[MlflowClient, Workloads], Plot]], ...]
     ("time_to_accuracy_curves",
      lambda client, work: training_plots.time_to_accuracy_curves(client, work.train)),
     ("accuracy_vs_time", lambda client, work: training_plots.accuracy_vs_time(work.train)),
-    ("fraction_of_peak", lambda client, work: training_plots.fraction_of_peak(work.train)),
+    ("fraction_of_peak",
+     lambda client, work: peak_plots.fraction_of_peak(work.train, work.runs_of("infer"))),
     ("versus_batch_size", lambda client, work: inference_plots.versus_batch_size(work.inference)),
     ("versus_threads", lambda client, work: inference_plots.versus_threads(work.inference)),
     ("latency_cdfs", lambda client, work: inference_plots.latency_cdfs(client, work.inference)),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from mlflow_dlaas.report.aggregate import NOT_SHOWN, aggregate, shown_settings
+from mlflow_dlaas.report.collect import ACCURACY_COLUMN
 from mlflow_dlaas.report.derived import (
     ENERGY,
     ENERGY_PER_1000,
@@ -146,10 +147,9 @@ def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
 
 
 def _why(metric: str, rows: pd.DataFrame) -> str:
-    synthetic = f"tags.{schema.ACCURACY_TAG}"
-    if "accuracy" in metric and synthetic in rows and (
-            rows[synthetic] == schema.ACCURACY_NOT_MEASURED).any():
-        return f" (accuracy is {schema.ACCURACY_NOT_MEASURED} in some or all)"
+    if "accuracy" in metric and ACCURACY_COLUMN in rows and (
+            rows[ACCURACY_COLUMN] == schema.ACCURACY_NOT_MEASURED).any():
+        return " (not measured where a run trained on synthetic data: random labels)"
     if metric in (schema.TRAIN_GFLOPS, schema.FRACTION_OF_PEAK):
         return (" (made before FLOPs were counted, or no CPU peak could be derived: the "
                 f"run's {schema.PEAK_TAG} tag says why)")

@@ -1,5 +1,4 @@
-"""Training plots: time-to-accuracy curves, accuracy against train time, and the fraction of
-the machine's peak each framework reaches."""
+"""Training plots: time-to-accuracy curves and accuracy against train time."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from mlflow_dlaas.report.plots import Plot, colours, draw, missing, pareto_front
 from mlflow_dlaas.runs.schema import (
     CUMULATIVE_TRAIN_TIME,
     EPOCH_TEST_ACCURACY,
-    FRACTION_OF_PEAK,
     TEST_ACCURACY,
     TRAIN_TIME,
 )
@@ -85,36 +83,3 @@ def accuracy_vs_time(train: pd.DataFrame) -> Plot:
 
     return draw(name, title, f"{len(data)} runs; {len(front)} on the Pareto front.", paint)
 
-
-def fraction_of_peak(train: pd.DataFrame) -> Plot:
-    """Median fraction of the CPU's FP32 peak in the train phase, per framework, by model and
-    batch size: which framework leaves the hardware idle."""
-    name, title = "fraction_of_peak", "Fraction of the CPU's peak (training)"
-    key = f"metrics.{FRACTION_OF_PEAK}"
-    data = train.dropna(subset=[key]) if key in train else train.iloc[0:0]
-    if data.empty:
-        return missing(name, title, f"no training run logged {FRACTION_OF_PEAK} (a CPU run "
-                       "whose peak could be derived; tag dlaas.peak says why not)")
-    workload = (data.get("params.model", pd.Series("?", index=data.index)).astype(str)
-                + " bs " + data.get("params.batch_size",
-                                    pd.Series("?", index=data.index)).astype(str))
-    medians = (data.assign(workload=workload).groupby(["workload", "system"])[key].median()
-               .unstack("system"))
-    palette = colours(list(medians.columns))
-
-    def paint(figure: Figure) -> None:
-        ax = figure.add_subplot()
-        width = 0.8 / len(medians.columns)
-        for i, system in enumerate(medians.columns):
-            xs = [x + i * width for x in range(len(medians))]
-            ax.bar(xs, medians[system], width, color=palette[system], label=system)
-        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(medians))], medians.index)
-        ax.set_ylabel("fraction of FP32 peak (train phase)")
-        ax.set_ylim(0, max(1.0, float(medians.max().max()) * 1.1))
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend()
-
-    return draw(name, title, "Median per framework of training FLOPs per second (the "
-                "model's count, equal on every framework) over the cores in use x clock x "
-                "FP32 FLOPs per cycle; how each peak was derived is the run's dlaas.peak tag.",
-                paint)

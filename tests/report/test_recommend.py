@@ -127,7 +127,7 @@ def test_an_accuracy_goal_on_synthetic_data_is_refused_with_the_reason() -> None
     from mlflow_dlaas.errors import ConfigError
 
     rows = _runs({"pytorch": [1.0, 1.1], "tensorflow": [2.0, 2.1]}).assign(**{
-        "tags.dlaas.accuracy": "not measured (synthetic data)",
+        "accuracy_note": "not measured (synthetic data)",
         "params.dataset": "synthetic_imagenet"})
     with pytest.raises(ConfigError, match="not measured .synthetic data.: these runs trained "
                                           "on synthetic_imagenet"):

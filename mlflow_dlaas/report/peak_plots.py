@@ -1,0 +1,91 @@
+"""How much of the CPU's FP32 peak each framework and runtime reaches, by model and batch
+size: the roofline-style question "which one leaves the hardware idle"."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from mlflow_dlaas.report.plots import Plot, colours, draw, missing
+from mlflow_dlaas.runs.schema import FRACTION_OF_PEAK, GFLOPS, PEAK_GFLOPS
+
+OFFLINE_GFLOPS_COLUMN = re.compile(rf"metrics\.offline/batch_(\d+)/{GFLOPS}")
+
+
+def training_fractions(train: pd.DataFrame) -> pd.DataFrame:
+    """(workload, system, fraction) per training run: the train phase's fraction of peak."""
+    key = f"metrics.{FRACTION_OF_PEAK}"
+    if train.empty or key not in train:
+        return pd.DataFrame(columns=["workload", "system", "fraction"])
+    data = train.dropna(subset=[key])
+    return pd.DataFrame({"workload": _label(data, data.get("params.batch_size")),
+                         "system": data["system"], "fraction": data[key]})
+
+
+def inference_fractions(inference: pd.DataFrame) -> pd.DataFrame:
+    """(workload, system, fraction) per inference run and offline batch size."""
+    peak = f"metrics.{PEAK_GFLOPS}"
+    rows = []
+    if not inference.empty and peak in inference:
+        for column in inference.columns:
+            found = OFFLINE_GFLOPS_COLUMN.fullmatch(column)
+            if not found:
+                continue
+            data = inference.dropna(subset=[column, peak])
+            rows.append(pd.DataFrame({
+                "workload": _label(data, pd.Series(found.group(1), index=data.index)),
+                "system": data["system"], "fraction": data[column] / data[peak],
+                "model": data.get("params.model", "?"), "batch": int(found.group(1))}))
+    if not rows:
+        return pd.DataFrame(columns=["workload", "system", "fraction"])
+    found_rows = pd.concat(rows).sort_values(["model", "batch"], kind="stable")
+    return found_rows.drop(columns=["model", "batch"])
+
+
+def _label(data: pd.DataFrame, batch: pd.Series | None) -> pd.Series:
+    model = data.get("params.model", pd.Series("?", index=data.index)).fillna("?").astype(str)
+    sizes = (batch if batch is not None else pd.Series("?", index=data.index)).astype(str)
+    return model + " bs " + sizes
+
+
+def fraction_of_peak(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
+    """Median fraction of peak per framework / runtime: training runs' train phase, and
+    inference runs' offline scenario per batch size."""
+    name, title = "fraction_of_peak", "Fraction of the CPU's FP32 peak"
+    panels = [(label, frame) for label, frame in
+              (("training (train phase)", training_fractions(train)),
+               ("inference (offline)", inference_fractions(inference))) if len(frame)]
+    if not panels:
+        return missing(name, title, f"no run logged {FRACTION_OF_PEAK} (a CPU run of one of "
+                       "our models whose peak could be derived; tag dlaas.peak says why not)")
+    palette = colours(sorted({s for _, f in panels for s in f["system"]}))
+
+    def paint(figure: Figure) -> None:
+        axes = figure.subplots(1, len(panels), squeeze=False)[0]
+        for ax, (label, frame) in zip(axes, panels, strict=True):
+            _bars(ax, frame, palette)
+            ax.set_title(label)
+        axes[0].set_ylabel("fraction of FP32 peak")
+
+    return draw(name, title, "Median per framework or runtime of the FLOPs per second achieved "
+                "(the model definition's count, equal on every framework) over the cores in "
+                "use x clock x FP32 FLOPs per cycle; each run's dlaas.peak tag says how its "
+                "peak was derived.", paint)
+
+
+def _bars(ax: Axes, frame: pd.DataFrame, palette: dict[str, str]) -> None:
+    order = list(dict.fromkeys(frame["workload"]))
+    medians = frame.groupby(["workload", "system"])["fraction"].median().unstack("system")
+    medians = medians.reindex(order)
+    width = 0.8 / len(medians.columns)
+    for i, system in enumerate(medians.columns):
+        ax.bar([x + i * width for x in range(len(medians))], medians[system], width,
+               color=palette[system], label=system)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(medians))], medians.index,
+                  rotation=30, ha="right")
+    ax.set_ylim(0, max(1.0, float(medians.max().max()) * 1.1))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()

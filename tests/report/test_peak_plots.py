@@ -1,0 +1,25 @@
+"""The fraction-of-peak figure: training runs' train phase, inference runs' offline batches."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mlflow_dlaas.report.peak_plots import fraction_of_peak, inference_fractions
+
+
+def test_inference_fractions_divide_each_batchs_rate_by_the_runs_peak() -> None:
+    runs = pd.DataFrame({
+        "system": ["onnxruntime", "openvino"], "params.model": ["resnet50", "resnet50"],
+        "metrics.cpu_fp32_peak_gflops_per_second": [100.0, 100.0],
+        "metrics.offline/batch_1/gflops_per_second": [20.0, 30.0],
+        "metrics.offline/batch_8/gflops_per_second": [40.0, None]})
+    found = inference_fractions(runs)
+    assert found.to_dict("records") == [
+        {"workload": "resnet50 bs 1", "system": "onnxruntime", "fraction": 0.2},
+        {"workload": "resnet50 bs 1", "system": "openvino", "fraction": 0.3},
+        {"workload": "resnet50 bs 8", "system": "onnxruntime", "fraction": 0.4}]
+
+
+def test_without_any_fraction_the_figure_says_why() -> None:
+    plot = fraction_of_peak(pd.DataFrame(), pd.DataFrame())
+    assert plot.missing and "dlaas.peak" in plot.missing
