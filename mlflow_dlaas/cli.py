@@ -15,6 +15,7 @@ import click
 from mlflow_dlaas import __version__
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import ConfigError, DlaasError
+from mlflow_dlaas.runs.goals import parse_asks
 from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable, redact_text, redact_uri
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,8 +26,6 @@ def reports_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from mlflow.exceptions import MlflowException
-
         from mlflow_dlaas.worker.lifeline import Stopped
 
         try:
@@ -38,7 +37,12 @@ def reports_errors(func: F) -> F:
             click.echo(f"mlflow-dlaas: error: {redact_text(str(e))}", err=True)
             _give_launcher_run_the_reason(redact_text(str(e)))
             sys.exit(e.exit_code)
-        except MlflowException as e:  # the tracking store said no: say so, without a trace
+        except Exception as e:  # mlflow is imported only where a command needs it
+            from mlflow.exceptions import MlflowException
+
+            if not isinstance(e, MlflowException):
+                raise
+            # the tracking store said no: say so, without a trace
             if is_unreachable(e):
                 click.echo(f"mlflow-dlaas: error: the tracking server at "
                            f"{redact_uri(os.environ.get(TRACKING_ENV, '?'))} does not answer; "
@@ -224,6 +228,7 @@ def compare_command(experiment: str | None, study: str | None, include_disturbed
     artifacts of a report run (tag dlaas.entry=report) in the compared runs' experiment.
     Runs of different hosts (tag dlaas.host) get sections of their own, never pooled.
     """
+    parse_asks(objectives, constraints)  # a bad ask fails before the report's libraries load
     from mlflow_dlaas.report.command import compare
 
     written, run_id = compare(experiment=experiment, study=study, output=output,
@@ -265,6 +270,7 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
     """
     from dataclasses import asdict
 
+    parse_asks((objective,), constraints)  # a bad ask fails before the report's libraries load
     from mlflow_dlaas.report.command import recommend_command as recommend
 
     answered = recommend(experiment=experiment, study=study, objective=objective,

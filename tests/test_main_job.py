@@ -84,7 +84,7 @@ def test_the_demo_writes_every_report_file(demo: CommandResult) -> None:
         assert (report / name).is_file() and (report / name).stat().st_size, name
     plots = sorted((report / "plots").glob("*.png"))
     entries = {r.data.tags["dlaas.entry"] for r in _kept_runs(demo)}
-    expected = {"resource_timelines.png"}  # the plots the kept runs call for
+    expected = {"resource_timelines.png", "fraction_of_peak.png"}  # what the kept runs call for
     if "train" in entries:
         expected |= {"accuracy_vs_train_time.png", "time_to_accuracy.png"}
     if "infer" in entries:

@@ -16,7 +16,7 @@ from mlflow_dlaas.report.publish import Written, default_output, log_report_run,
 from mlflow_dlaas.report.recommend import Recommendation, recommend
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
 from mlflow_dlaas.report.screening import screen
-from mlflow_dlaas.runs.goals import Bound, parse_bound, parse_goal
+from mlflow_dlaas.runs.goals import parse_asks
 from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.runs.tracking import configure_tracking
 
@@ -36,7 +36,7 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
             ) -> tuple[Written, str | None]:
     """Collect, build, write and (unless ``log_run`` is false) log the report; raise
     :class:`NothingToCompareError` where every finished run was left out as disturbed."""
-    asks = _asks(objectives, constraints)
+    asks: list[Ask] = parse_asks(objectives, constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
     nothing = screen(table.finished, include_disturbed=include_disturbed).nothing_kept()
@@ -60,7 +60,7 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
     """The best configuration for one objective under ``constraints``, on one host (``host``,
     else the one with the most valid runs), disturbed runs left out unless
     ``include_disturbed``."""
-    ((goal, bounds),) = _asks((objective,), constraints)
+    ((goal, bounds),) = parse_asks((objective,), constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
     screened = screen(table.finished, include_disturbed=include_disturbed)
@@ -75,13 +75,6 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
     answer = recommend(rows, goal, bounds, redact_uri(uri), include_disturbed=include_disturbed)
     return Answer(answer, chosen.name if chosen else None,
                   (*host_notes, *screened.notes()))
-
-
-def _asks(objectives: tuple[str, ...], constraints: tuple[str, ...]) -> list[Ask]:
-    bounds: tuple[Bound, ...] = tuple(parse_bound(c) for c in constraints)
-    if bounds and not objectives:
-        raise ConfigError("--constraint needs an --objective to constrain")
-    return [(parse_goal(o), bounds) for o in objectives]
 
 
 def _client() -> tuple[MlflowClient, str]:

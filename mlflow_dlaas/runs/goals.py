@@ -26,6 +26,16 @@ HOW = ("an alias (" + ", ".join(sorted(ALIASES)) + "), time_to_accuracy@0.98, "
        "or min:METRIC / max:METRIC for any logged metric key")
 
 
+def parse_asks(objectives: tuple[str, ...], constraints: tuple[str, ...]
+               ) -> list[tuple[Goal, tuple[Bound, ...]]]:
+    """Each objective with every constraint: what ``compare --objective`` and ``recommend``
+    are asked; ConfigError for a constraint without an objective or one not understood."""
+    bounds: tuple[Bound, ...] = tuple(parse_bound(c) for c in constraints)
+    if bounds and not objectives:
+        raise ConfigError("--constraint needs an --objective to constrain")
+    return [(parse_goal(o), bounds) for o in objectives]
+
+
 def time_to_accuracy_key(target: float) -> str:
     return f"time_to_{target:g}_accuracy_seconds"
 

@@ -28,14 +28,15 @@ def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
     assert "<td>tensorflow</td><td>1</td>" in training
     assert re.search(r"\d \[[\d.,]+–[\d.,]+\]", training), "median [IQR] for replicates"
     for heading in ("train time (s)", "accuracy", "time to accuracy (s)", "peak memory (MB)",
-                    "CPU % (train)", "energy, whole run (J)"):
+                    "CPU % (train)", "GFLOP/s (train)", "fraction of peak",
+                    "energy, whole run (J)"):
         assert f"<th>{heading}</th>" in training
     inference = html.split("<h2>Inference (per batch size)</h2>")[1].split("</table>")[0]
     assert inference.count("<tr>") == 1 + 3 * 2  # heading + 3 configurations x 2 batch sizes
     drawn = re.findall(r"<figure id='(\w+)'>.*?src='data:image/png;base64,", html)
     assert set(drawn) >= {"time_to_accuracy", "accuracy_vs_train_time",
                           "inference_vs_batch_size", "inference_vs_threads", "latency_cdf",
-                          "resource_timelines", "settings_correlation"}
+                          "resource_timelines", "settings_correlation", "fraction_of_peak"}
     assert "Not drawn: no run measured energy" in html  # no RAPL / GPU here: said, not fatal
     assert "1 failed" in html
     assert (report_dir / "plots" / "latency_cdf.png").stat().st_size > 1000
