@@ -10,9 +10,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing
-from mlflow_dlaas.runs.schema import FRACTION_OF_PEAK, GFLOPS, PEAK_GFLOPS
+from mlflow_dlaas.runs.schema import FORWARD_FLOPS, FRACTION_OF_PEAK, PEAK_GFLOPS, THROUGHPUT
 
-OFFLINE_GFLOPS_COLUMN = re.compile(rf"metrics\.offline/batch_(\d+)/{GFLOPS}")
+OFFLINE_THROUGHPUT_COLUMN = re.compile(rf"metrics\.offline/batch_(\d+)/{THROUGHPUT}")
 
 
 def training_fractions(train: pd.DataFrame) -> pd.DataFrame:
@@ -26,18 +26,20 @@ def training_fractions(train: pd.DataFrame) -> pd.DataFrame:
 
 
 def inference_fractions(inference: pd.DataFrame) -> pd.DataFrame:
-    """(workload, system, fraction) per inference run and offline batch size."""
-    peak = f"metrics.{PEAK_GFLOPS}"
+    """(workload, system, fraction) per inference run and offline batch size: the batch
+    size's throughput times the model's FLOPs per sample, over the run's peak."""
+    peak, flops = f"metrics.{PEAK_GFLOPS}", f"metrics.{FORWARD_FLOPS}"
     rows = []
-    if not inference.empty and peak in inference:
+    if not inference.empty and peak in inference and flops in inference:
         for column in inference.columns:
-            found = OFFLINE_GFLOPS_COLUMN.fullmatch(column)
+            found = OFFLINE_THROUGHPUT_COLUMN.fullmatch(column)
             if not found:
                 continue
-            data = inference.dropna(subset=[column, peak])
+            data = inference.dropna(subset=[column, peak, flops])
             rows.append(pd.DataFrame({
                 "workload": _label(data, pd.Series(found.group(1), index=data.index)),
-                "system": data["system"], "fraction": data[column] / data[peak],
+                "system": data["system"],
+                "fraction": data[column] * data[flops] / 1e9 / data[peak],
                 "model": data.get("params.model", "?"), "batch": int(found.group(1))}))
     if not rows:
         return pd.DataFrame(columns=["workload", "system", "fraction"])

@@ -84,8 +84,7 @@ TRAINING_FLOPS = "model_training_flops_per_sample"
 TRAIN_GFLOPS = "train_gflops_per_second"
 TEST_GFLOPS = "test_gflops_per_second"
 PEAK_GFLOPS = "cpu_fp32_peak_gflops_per_second"
-#: Inference: under ``offline/batch_{n}/``, and the best batch size's at the top level
-GFLOPS = "gflops_per_second"
+#: Inference: the best offline batch size's
 OFFLINE_GFLOPS = "offline_gflops_per_second"
 #: Training: the train phase's; inference: the best offline batch size's
 FRACTION_OF_PEAK = "fraction_of_peak"

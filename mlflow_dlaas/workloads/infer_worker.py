@@ -43,7 +43,6 @@ from mlflow_dlaas.runs.schema import (
     EQUIVALENCE_RULE_TAG,
     FORWARD_FLOPS,
     FRACTION_OF_PEAK,
-    GFLOPS,
     LATENCY_P50,
     LATENCY_P99,
     LOAD_TIME,
@@ -132,28 +131,25 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
 
 def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSource,
                     config: InferConfig, host: dict[str, Any]) -> None:
-    """The model's FLOPs per sample (its spec's count), the GFLOP/s each offline batch size
-    achieved, and the best against the CPU's FP32 peak of the cores in use."""
+    """The model's FLOPs per sample (its spec's count), the GFLOP/s of the best offline batch
+    size, and that rate against the CPU's FP32 peak of the cores in use (a batch size's own
+    rate is its throughput times the FLOPs per sample)."""
     if source.spec is None:
         channel.tags({PEAK_TAG: "no FLOPs: the user's own model has no spec to count them"})
         return
     flops = source.spec.forward_flops(source.input_shape, source.num_classes)
     figures = {FORWARD_FLOPS: float(flops)}
-    for scenario, batch, result in measured:
-        if scenario == "offline":
-            figures[scenario_key("offline", GFLOPS, batch)] = (
-                flops * result.throughput_samples_per_s / 1e9)
-    best = max((v for k, v in figures.items() if k.endswith(GFLOPS)), default=None)
+    rates = [flops * r.throughput_samples_per_s / 1e9 for s, _, r in measured if s == "offline"]
     how = "no offline scenario: nothing to hold against the peak"
-    if best is not None:
-        figures[OFFLINE_GFLOPS] = best
+    if rates:
+        figures[OFFLINE_GFLOPS] = max(rates)
         threads = None if config.instances > 1 else config.parallelism.intra_op_threads
         peak, how = (fp32_peak_gflops(host, cores_in_use(host, threads))
                      if config.device == "cpu" else
                      (None, f"no peak: only CPU peaks are derived, this run used "
                             f"{config.device}"))
         if peak:
-            figures.update({PEAK_GFLOPS: peak, FRACTION_OF_PEAK: best / peak})
+            figures.update({PEAK_GFLOPS: peak, FRACTION_OF_PEAK: max(rates) / peak})
     channel.metrics(figures)
     channel.tags({PEAK_TAG: how})
 

@@ -11,8 +11,9 @@ def test_inference_fractions_divide_each_batchs_rate_by_the_runs_peak() -> None:
     runs = pd.DataFrame({
         "system": ["onnxruntime", "openvino"], "params.model": ["resnet50", "resnet50"],
         "metrics.cpu_fp32_peak_gflops_per_second": [100.0, 100.0],
-        "metrics.offline/batch_1/gflops_per_second": [20.0, 30.0],
-        "metrics.offline/batch_8/gflops_per_second": [40.0, None]})
+        "metrics.model_forward_flops_per_sample": [4e9, 4e9],
+        "metrics.offline/batch_1/throughput_samples_per_second": [5.0, 7.5],
+        "metrics.offline/batch_8/throughput_samples_per_second": [10.0, None]})
     found = inference_fractions(runs)
     assert found.to_dict("records") == [
         {"workload": "resnet50 bs 1", "system": "onnxruntime", "fraction": 0.2},
