@@ -116,10 +116,12 @@ class OutsideWatch:
     def start(self, run_id: str, pid: int) -> None:
         """Begin watching ``pid`` into run ``run_id``; tag it with this machine's fingerprint."""
         self.run_id, self._pid = run_id, pid
-        mlflow.MlflowClient().log_batch(self.run_id, tags=[
-            RunTag(k, v) for k, v in as_tags(fingerprint()).items()])
+        # the monitor first: its first sample is the whole run's baseline, and the CPU the
+        # process spends before it is counted by no phase (seconds on a busy machine)
         self._monitor = ResourceMonitor(run_id=self.run_id, interval_s=self.interval_s, pid=pid)
         self._monitor.start()
+        mlflow.MlflowClient().log_batch(self.run_id, tags=[
+            RunTag(k, v) for k, v in as_tags(fingerprint()).items()])
         self._guard = subprocess.Popen(  # stops the tree if we die, even by SIGKILL
             [sys.executable, "-m", "mlflow_dlaas.own_project.guardian", str(os.getpid()),
              str(pid)], stdin=subprocess.DEVNULL)
