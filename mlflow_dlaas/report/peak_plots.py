@@ -8,6 +8,7 @@ import re
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
 
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing
 from mlflow_dlaas.runs.schema import FORWARD_FLOPS, FRACTION_OF_PEAK, PEAK_GFLOPS, THROUGHPUT
@@ -70,7 +71,7 @@ def fraction_of_peak(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
         for ax, (label, frame) in zip(axes, panels, strict=True):
             _bars(ax, frame, palette)
             ax.set_title(label)
-        axes[0].set_ylabel("fraction of FP32 peak")
+        axes[0].set_ylabel("share of the FP32 peak")
 
     return draw(name, title, "Median per framework or runtime of the FLOPs per second achieved "
                 "(the model definition's count, equal on every framework) over the cores in "
@@ -84,10 +85,12 @@ def _bars(ax: Axes, frame: pd.DataFrame, palette: dict[str, str]) -> None:
     medians = medians.reindex(order)
     width = 0.8 / len(medians.columns)
     for i, system in enumerate(medians.columns):
-        ax.bar([x + i * width for x in range(len(medians))], medians[system], width,
-               color=palette[system], label=system)
+        bars = ax.bar([x + i * width for x in range(len(medians))], medians[system], width,
+                      color=palette[system], label=system)
+        ax.bar_label(bars, fmt="{:.1%}", fontsize=8)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(medians))], medians.index,
                   rotation=30, ha="right")
-    ax.set_ylim(0, max(1.0, float(medians.max().max()) * 1.1))
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylim(0, max(float(medians.max().max()) * 1.4, 0.01))  # small models: a few %
     ax.grid(axis="y", alpha=0.3)
-    ax.legend()
+    ax.legend(loc="best", fontsize=8)
