@@ -252,6 +252,7 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
     channel.params({**{f"in_force_{k}": v for k, v in in_force.items()},
                     "input_shape": "x".join(map(str, source.input_shape)),
                     "reference_framework": source.reference_framework,
+                    **({"architecture": source.spec.name} if source.spec is not None else {}),
                     **({"model_inputs": source.user.describe_inputs()}
                        if source.user is not None else {})})
     host = fingerprint()

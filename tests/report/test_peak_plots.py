@@ -24,3 +24,12 @@ def test_inference_fractions_divide_each_batchs_rate_by_the_runs_peak() -> None:
 def test_without_any_fraction_the_figure_says_why() -> None:
     plot = fraction_of_peak(pd.DataFrame(), pd.DataFrame())
     assert plot.missing and "dlaas.peak" in plot.missing
+
+
+def test_a_served_training_run_is_labelled_by_its_architecture() -> None:
+    runs = pd.DataFrame({
+        "system": ["mxnet"], "params.model": ["run-78b45c9c"], "params.architecture": ["lenet5"],
+        "metrics.cpu_fp32_peak_gflops_per_second": [100.0],
+        "metrics.model_forward_flops_per_sample": [1e9],
+        "metrics.offline/batch_8/throughput_samples_per_second": [10.0]})
+    assert list(inference_fractions(runs)["workload"]) == ["lenet5 bs 8"]
