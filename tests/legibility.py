@@ -7,9 +7,11 @@ import mlflow
 
 from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX as TAG_PREFIX
 
-#: At most this many metric keys on a run, so that the headline figures can be found.
+#: At most this many metric keys on a run, so that the headline figures can be found. An
+#: exported runtime's inference run at two batch sizes logs 81 (its four compute figures
+#: included: FLOPs per sample, GFLOP/s, the CPU's peak and the fraction of it).
 TRAINING_METRIC_BUDGET = 60
-INFERENCE_METRIC_BUDGET = 80
+INFERENCE_METRIC_BUDGET = 84
 MAX_FINGERPRINT_TAGS = 20
 
 
