@@ -64,6 +64,7 @@ from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.main import serve
 from mlflow_dlaas.workloads.library_report import report_libraries
+from mlflow_dlaas.workloads.shuffled_feed import train_in_order
 
 log = logging.getLogger(__name__)
 EVAL_BATCH = 500
@@ -154,8 +155,9 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
     if config.warmup_steps:
         with channel.phase("warmup"):
             t0 = time.perf_counter()
-            idx = rng.permutation(len(dataset.x_train))[: config.warmup_steps * config.batch_size]
-            trainer.train_steps(dataset.x_train[idx], dataset.y_train[idx], config.batch_size)
+            train_in_order(trainer, dataset.x_train, dataset.y_train,
+                           rng.permutation(len(dataset.x_train)), config.batch_size,
+                           config.warmup_steps)
             warmup_s = time.perf_counter() - t0
     train_s = 0.0
     steps = epoch = samples = 0
@@ -165,12 +167,12 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         config.max_steps == 0 or steps < config.max_steps
     ):
         epoch += 1
-        perm = rng.permutation(len(dataset.x_train))
-        x, y = dataset.x_train[perm], dataset.y_train[perm]
+        order = rng.permutation(len(dataset.x_train))
         remaining = config.max_steps - steps if config.max_steps else None
         with channel.phase("train"):
             t0 = time.perf_counter()
-            stats = trainer.train_steps(x, y, config.batch_size, remaining)
+            stats = train_in_order(trainer, dataset.x_train, dataset.y_train, order,
+                                   config.batch_size, remaining)
             epoch_s = time.perf_counter() - t0
         train_s += epoch_s
         steps += stats.steps
