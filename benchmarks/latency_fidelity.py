@@ -23,11 +23,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtimes", nargs="+", default=list(RUNTIMES))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        onnx = fresh_onnx(Path(tmp))
+        onnx = fresh_onnx(Path(tmp), args.model)
         for runtime in args.runtimes:
-            mine, theirs = alternate(*infer_pair(runtime, onnx), args.rounds)
+            if args.model == "resnet50" and runtime == "tensorflow":
+                print("tensorflow   resnet50: skipped, the bare TensorFlow loop builds LeNet-5 "
+                      "only", flush=True)
+                continue
+            mine, theirs = alternate(*infer_pair(runtime, onnx, args.model), args.rounds)
             line = [f"{runtime:12s}"]
             for key in ("single_stream_p50_ms", "offline_samples_per_second"):
                 ours, bare = median(mine, key), median(theirs, key)

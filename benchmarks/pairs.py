@@ -30,8 +30,6 @@ TRAIN_PARAMS = ["--epochs", "3", "--batch_size", "64", "--learning_rate", "0.01"
 RESNET50_PARAMS = ["--model", "resnet50", "--dataset", "synthetic_imagenet", "--epochs", "0",
                    "--max_steps", "10", "--batch_size", "16", "--warmup_steps", "2",
                    "--learning_rate", "0.01", "--momentum", "0.9", "--log_model", "false"]
-INFER_PARAMS = ["--batch_sizes", "64", "--scenarios", "single_stream,offline",
-                "--min_query_count", "300", "--min_duration_s", "1", "--warmup_queries", "20"]
 
 
 @dataclass(frozen=True)
@@ -105,25 +103,37 @@ def train_pair(framework: str, python: str, model: str = "lenet5"
     return ours, bare
 
 
-def infer_pair(runtime: str, onnx: Path) -> tuple[Callable[[], Figures],
-                                                 Callable[[], Figures]]:
-    """(ours, bare) for LeNet-5 serving in ``runtime``."""
-    keys = {"single_stream_p50_ms": "single_stream/batch_64/latency_p50_ms",
-            "offline_samples_per_second": "offline/batch_64/throughput_samples_per_second"}
+#: How each model is served on both sides: the offline batch, the queries per scenario (at
+#: least, and at least 1 s) and the warm-up queries. ResNet-50 takes about 1.5 s a batch-32
+#: query on 2 cores, so fewer queries there.
+SERVING = {"lenet5": (64, 300, 20), "resnet50": (32, 20, 5)}
+
+
+def infer_pair(runtime: str, onnx: Path, model: str = "lenet5"
+               ) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
+    """(ours, bare) serving ``model`` in ``runtime``: batch-1 single-stream p50 and offline
+    throughput at the model's batch (:data:`SERVING`)."""
+    batch, queries, warmup = SERVING[model]
+    keys = {"single_stream_p50_ms": "single_stream/batch_1/latency_p50_ms",
+            "offline_samples_per_second":
+                f"offline/batch_{batch}/throughput_samples_per_second"}
     ours = lambda: _run_ours(sys.executable, "mlflow_dlaas.workloads.infer",  # noqa: E731
-                             ["--runtime", runtime, *INFER_PARAMS, "--batch_sizes", "1,64"],
-                             {**keys, "single_stream_p50_ms":
-                              "single_stream/batch_1/latency_p50_ms"})
+                             ["--runtime", runtime, "--model", model, "--scenarios",
+                              "single_stream,offline", "--batch_sizes", f"1,{batch}",
+                              "--min_query_count", str(queries), "--min_duration_s", "1",
+                              "--warmup_queries", str(warmup)], keys)
     bare = lambda: _run_bare([sys.executable, str(HERE / "bare" / "infer_lenet.py"),  # noqa: E731
-                              "--runtime", runtime, "--onnx", str(onnx)],
+                              "--runtime", runtime, "--onnx", str(onnx), "--model", model,
+                              "--offline_batch", str(batch), "--min_queries", str(queries),
+                              "--warmup", str(warmup)],
                              "scenario_peak_rss_bytes")
     return ours, bare
 
 
-def fresh_onnx(directory: Path) -> Path:
-    """LeNet-5 exported to ONNX by our exporter, in a process of its own."""
+def fresh_onnx(directory: Path, model: str = "lenet5") -> Path:
+    """``model`` exported to ONNX by our exporter, in a process of its own."""
     subprocess.run([sys.executable, "-m", "mlflow_dlaas.inference.fresh_export", "--model",
-                    "lenet5", "--out", str(directory)], check=True, env={
+                    model, "--out", str(directory)], check=True, env={
                         **os.environ, "PYTHONPATH": str(ROOT)})
     return directory / "onnx" / "model.onnx"
 

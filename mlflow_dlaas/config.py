@@ -68,6 +68,9 @@ class TrainConfig:
             (0 < self.target_accuracy <= 1,
              f"target_accuracy must be in (0, 1], got {self.target_accuracy}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}"),
+            (self.max_steps == 0 or self.max_steps >= self.warmup_steps,
+             f"max_steps={self.max_steps} measures fewer steps than the {self.warmup_steps} "
+             "unmeasured warm-up steps before them: raise max_steps or lower warmup_steps"),
             (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s),
              f"stall_timeout_s must be a finite number > 0, got {self.stall_timeout_s}"),
         ]

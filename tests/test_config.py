@@ -38,6 +38,8 @@ def test_empty_values_mean_not_given() -> None:
         ({"bach_size": "3"}, "unknown training parameter.*bach_size"),
         ({"preset": "keras_mnist"}, "unknown preset 'keras_mnist'"),
         ({"epochs": "0", "max_steps": "0"}, "training needs a budget"),
+        ({"max_steps": "3", "warmup_steps": "5"},
+         "max_steps=3 measures fewer steps than the 5 unmeasured warm-up steps"),
         ({"intra_op_threads": "-1"}, "intra_op_threads must be >= 1"),
         ({"cpu_affinity": "0-999"}, "cpu_affinity .* names cores outside"),
         ({"cpu_affinity": "zero"}, "not a core list"),

@@ -1,12 +1,16 @@
-"""A textbook LeNet-5 serving loop per runtime, independent of mlflow-dlaas (the reference).
+"""A textbook serving loop per runtime, independent of mlflow-dlaas (the reference): LeNet-5,
+or ResNet-50 with ``--model resnet50``.
 
-Single-stream: batch-1 queries one after another; offline: batch-64 queries back to back;
-each for at least 300 queries and 1 s after 20 warm-up queries, timed with perf_counter_ns.
-ONNX Runtime and OpenVINO serve ``--onnx FILE``; PyTorch and TensorFlow build the model
-natively. Prints one JSON line, with the kernel's peak RSS of the two scenarios (its
-high-water mark restarted where they begin; the caller also reads the process's).
+Single-stream: batch-1 queries one after another; offline: ``--offline_batch`` queries back to
+back; each for at least ``--min_queries`` queries and 1 s after ``--warmup`` queries, timed with
+perf_counter_ns. ONNX Runtime and OpenVINO serve ``--onnx FILE``; PyTorch (and TensorFlow, for
+LeNet-5) build the model natively (ResNet-50: the hand-written one of ``train_resnet50.py``).
+Prints one JSON line, with the kernel's peak RSS of the two scenarios (its high-water mark
+restarted where they begin; the caller also reads the process's).
 
     python benchmarks/bare/infer_lenet.py --runtime onnxruntime --onnx model.onnx
+    python benchmarks/bare/infer_lenet.py --runtime pytorch --model resnet50 --offline_batch 32 \
+        --min_queries 20
 """
 
 from __future__ import annotations
@@ -19,16 +23,22 @@ from collections.abc import Callable
 import numpy as np
 from kernel_peak import peak_rss_bytes, restart_peak
 
-MIN_QUERIES, MIN_SECONDS, WARMUP, OFFLINE_BATCH = 300, 1.0, 20, 64
+MIN_SECONDS = 1.0
+SHAPES = {"lenet5": (1, 28, 28), "resnet50": (3, 224, 224)}
 
 
-def pytorch(_: str) -> Callable[[np.ndarray], np.ndarray]:
+def pytorch(_: str, model_name: str) -> Callable[[np.ndarray], np.ndarray]:
     import torch
     from torch import nn
 
-    model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
-                          nn.Linear(500, 10)).eval()
+    if model_name == "resnet50":
+        from train_resnet50 import resnet50
+
+        model = resnet50().eval()
+    else:
+        model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
+                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
+                              nn.Linear(500, 10)).eval()
 
     def predict(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -37,9 +47,11 @@ def pytorch(_: str) -> Callable[[np.ndarray], np.ndarray]:
     return predict
 
 
-def tensorflow(_: str) -> Callable[[np.ndarray], np.ndarray]:
+def tensorflow(_: str, model_name: str) -> Callable[[np.ndarray], np.ndarray]:
     import tensorflow as tf
 
+    if model_name != "lenet5":
+        raise SystemExit("the bare TensorFlow loop builds LeNet-5 only")
     layers = tf.keras.layers
     model = tf.keras.Sequential([
         tf.keras.Input((28, 28, 1)), layers.Conv2D(20, 5), layers.MaxPooling2D(2),
@@ -49,7 +61,7 @@ def tensorflow(_: str) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: infer(tf.constant(x.transpose(0, 2, 3, 1))).numpy()
 
 
-def onnxruntime(path: str) -> Callable[[np.ndarray], np.ndarray]:
+def onnxruntime(path: str, _: str) -> Callable[[np.ndarray], np.ndarray]:
     import onnxruntime as ort
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -57,7 +69,7 @@ def onnxruntime(path: str) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: session.run(None, {name: x})[0]
 
 
-def openvino(path: str) -> Callable[[np.ndarray], np.ndarray]:
+def openvino(path: str, _: str) -> Callable[[np.ndarray], np.ndarray]:
     import openvino as ov
 
     compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
@@ -69,13 +81,13 @@ def openvino(path: str) -> Callable[[np.ndarray], np.ndarray]:
     return predict
 
 
-def latencies_ms(predict: Callable[[np.ndarray], np.ndarray], batches: list[np.ndarray]
-                 ) -> tuple[np.ndarray, float]:
-    for i in range(WARMUP):
+def latencies_ms(predict: Callable[[np.ndarray], np.ndarray], batches: list[np.ndarray],
+                 min_queries: int, warmup: int) -> tuple[np.ndarray, float]:
+    for i in range(warmup):
         predict(batches[i % len(batches)])
     out: list[int] = []
     start = time.perf_counter_ns()
-    while len(out) < MIN_QUERIES or (time.perf_counter_ns() - start) / 1e9 < MIN_SECONDS:
+    while len(out) < min_queries or (time.perf_counter_ns() - start) / 1e9 < MIN_SECONDS:
         t0 = time.perf_counter_ns()
         predict(batches[len(out) % len(batches)])
         out.append(time.perf_counter_ns() - t0)
@@ -87,16 +99,22 @@ def main() -> None:
     parser.add_argument("--runtime", required=True,
                         choices=("pytorch", "tensorflow", "onnxruntime", "openvino"))
     parser.add_argument("--onnx", default="")
+    parser.add_argument("--model", choices=tuple(SHAPES), default="lenet5")
+    parser.add_argument("--offline_batch", type=int, default=64)
+    parser.add_argument("--min_queries", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
     predict = {"pytorch": pytorch, "tensorflow": tensorflow, "onnxruntime": onnxruntime,
-               "openvino": openvino}[args.runtime](args.onnx)
-    data = np.random.default_rng(1).random((OFFLINE_BATCH * 4, 1, 28, 28), dtype=np.float32)
+               "openvino": openvino}[args.runtime](args.onnx, args.model)
+    batch = args.offline_batch
+    data = np.random.default_rng(1).random((batch * 4, *SHAPES[args.model]), dtype=np.float32)
     restart_peak()
-    single, _ = latencies_ms(predict, [data[:1]])
+    single, _ = latencies_ms(predict, [data[:1]], args.min_queries, args.warmup)
     offline, seconds = latencies_ms(
-        predict, [data[i : i + OFFLINE_BATCH] for i in range(0, len(data), OFFLINE_BATCH)])
+        predict, [data[i : i + batch] for i in range(0, len(data), batch)], args.min_queries,
+        args.warmup)
     print(json.dumps({"single_stream_p50_ms": float(np.percentile(single, 50)),
-                      "offline_samples_per_second": len(offline) * OFFLINE_BATCH / seconds,
+                      "offline_samples_per_second": len(offline) * batch / seconds,
                       "scenario_peak_rss_bytes": peak_rss_bytes()}))
 
 

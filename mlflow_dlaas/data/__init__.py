@@ -117,6 +117,14 @@ LOADERS: dict[str, Callable[[Path | None, int], Dataset]] = {
 }
 
 
+#: Each data set's (C, H, W) image shape and class count, known before it is loaded (the
+#: memory a training run needs is checked before its worker starts).
+SHAPES: dict[str, tuple[tuple[int, int, int], int]] = {
+    "mnist5k": ((1, 28, 28), 10), "digits": ((1, 8, 8), 10), "synthetic": ((1, 28, 28), 10),
+    "synthetic_imagenet": ((3, 224, 224), 1000), "mnist": ((1, 28, 28), 10),
+    "fashion-mnist": ((1, 28, 28), 10), "cifar10": ((3, 32, 32), 10),
+}
+
 #: Data sets whose labels are random: speed and memory only, no accuracy.
 RANDOM_LABEL_DATASETS = frozenset({"synthetic_imagenet"})
 
@@ -132,4 +140,5 @@ def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0
     return loader(Path(data_dir) if data_dir else None, seed)
 
 
-__all__ = ["DEFAULT_DATASET", "LOADERS", "RANDOM_LABEL_DATASETS", "Dataset", "load_dataset"]
+__all__ = ["DEFAULT_DATASET", "LOADERS", "RANDOM_LABEL_DATASETS", "SHAPES", "Dataset",
+           "load_dataset"]

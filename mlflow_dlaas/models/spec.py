@@ -7,6 +7,7 @@ FLOPs are the spec's, equal on every framework.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -124,6 +125,12 @@ class ArchitectureSpec:
         self.shapes(input_shape, num_classes)
         return _stack_cost(self.resolved(num_classes), input_shape)[1]
 
+    def activation_elements(self, input_shape: tuple[int, int, int], num_classes: int) -> int:
+        """Values of one sample's forward pass that a training step holds for its backward
+        pass, at the least (inside residual blocks too)."""
+        self.shapes(input_shape, num_classes)
+        return _stack_activations(self.resolved(num_classes), input_shape)
+
     def training_flops(self, input_shape: tuple[int, int, int], num_classes: int) -> int:
         """One sample's forward and backward pass: the backward pass of each convolution and
         dense layer computes the weight gradient and the input gradient (each as costly as
@@ -203,6 +210,21 @@ def _stack_cost(layers: tuple[Layer, ...], shape: Shape) -> tuple[int, int]:
                 parameters, flops = parameters + p, flops + f
         shape = out
     return parameters, flops
+
+
+def _stack_activations(layers: tuple[Layer, ...], shape: Shape) -> int:
+    """Elements of the layer outputs a stack from input ``shape`` must keep: those of the
+    convolutions, dense layers, normalisations and pooling (a residual sum and its activation
+    may be computed in place, a flatten is a view)."""
+    total = 0
+    for layer in layers:
+        if isinstance(layer, Residual):
+            total += _stack_activations(layer.body, shape)
+            total += _stack_activations(layer.shortcut, shape)
+        shape = next_shape(layer, shape)
+        if not isinstance(layer, Residual | Flatten):
+            total += math.prod(shape)
+    return total
 
 
 def _first_weighted_flops(layers: tuple[Layer, ...], shape: Shape) -> int:

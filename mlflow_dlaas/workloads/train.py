@@ -16,7 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlflow_dlaas.config import TrainConfig, as_cli_params
+from mlflow_dlaas.data import SHAPES
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks import get_framework
+from mlflow_dlaas.models import get_model
+from mlflow_dlaas.models.memory import training_memory
 from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.worker.lifeline import exit_without_teardown
 from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
@@ -44,9 +48,33 @@ def training_launch(config: TrainConfig, pruning: PruningLink | None) -> WorkerL
         checkpoint=None if pruning is None else pruning.check)
 
 
+def refuse_a_batch_that_cannot_fit(config: TrainConfig) -> None:
+    """On the CPU, refuse a batch whose least memory (:func:`training_memory`) exceeds what
+    the machine has available now, with the batch size that would fit."""
+    if config.device != "cpu":
+        return  # the accelerator's memory is the framework's to report
+    import psutil
+
+    shape, classes = SHAPES[config.dataset]
+    spec = get_model(config.model)
+    need = training_memory(spec, shape, classes, config.batch_size, config.optimizer)
+    available = psutil.virtual_memory().available
+    if need.total <= available:
+        return
+    per_sample = need.activations // config.batch_size
+    fits = max((available - need.parameters) // per_sample, 0)
+    advice = (f"lower batch_size to at most {fits}" if fits else
+              "this model's weights alone do not fit: use a smaller model")
+    raise ConfigError(
+        f"model {config.model} at batch_size {config.batch_size} on {config.dataset} needs at "
+        f"least {need.describe()}; this machine has {available / 2**20:,.0f} MiB available "
+        f"now: {advice}")
+
+
 def _start(params: Mapping[str, str], cleanup: contextlib.ExitStack
            ) -> tuple[TrainConfig, WorkerLaunch, StartedWorker]:
     config = TrainConfig.from_params(params)
+    refuse_a_batch_that_cannot_fit(config)
     pruning = PruningLink.from_environment()  # before the worker starts: it must not see it
     launch = training_launch(config, pruning)
     started = cleanup.enter_context(StartedWorker(launch))

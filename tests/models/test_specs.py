@@ -32,3 +32,33 @@ def test_too_small_images_say_which_model_fits() -> None:
 def test_unknown_model_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match="unknown model 'resnet9'.*lenet5"):
         get_model("resnet9")
+
+
+@pytest.mark.parametrize("name", ["lenet5", "resnet18", "mobilenet_v2"])
+def test_the_training_memory_estimate_is_a_lower_bound_of_what_pytorch_holds(name: str) -> None:
+    """What autograd keeps for the backward pass (parameters apart) is at least the spec's
+    activation estimate: a refusal on it never turns away a batch that would fit."""
+    torch = pytest.importorskip("torch", reason="checked against PyTorch's autograd")
+    from mlflow_dlaas.frameworks import BuildOptions, get_framework
+    from mlflow_dlaas.models.memory import training_memory
+
+    adapter = get_framework("pytorch")
+    adapter.load()
+    spec = get_model(name)
+    shape = spec.input_shape or (1, 28, 28)
+    options = BuildOptions("sgd", 0.01, 0.9, 0.0, seed=0, device="cpu")
+    trainer = adapter.build(spec, shape, spec.classes, options)
+    weights = {p.untyped_storage().data_ptr() for p in trainer.model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        trainer.model(torch.zeros((2, *shape)))
+    estimate = training_memory(spec, shape, spec.classes, 2, "sgd")
+    assert sum(saved.values()) >= estimate.activations, (sum(saved.values()), estimate)
+    assert estimate.parameters == spec.parameter_count(shape, spec.classes) * 3 * 4

@@ -169,3 +169,25 @@ def test_direct_invocation_refuses_bad_params_before_any_run(tracking: str) -> N
     assert out.returncode == 2
     assert "unknown framework 'caffe'" in out.stderr
     assert runs_of(tracking) == []
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_refused_with_the_figure(tracking: str) -> None:
+    """ResNet-50 at batch 100,000 would hold about 8 TiB of activations: refused before any
+    worker or run, with the batch size that fits here."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"}
+    env["MLFLOW_EXPERIMENT_NAME"] = tracking
+    out = subprocess.run([sys.executable, "-m", "mlflow_dlaas.workloads.train", "--framework",
+                          "pytorch", "--model", "resnet50", "--dataset", "synthetic_imagenet",
+                          "--epochs", "0", "--max_steps", "5", "--batch_size", "100000"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert "model resnet50 at batch_size 100000 on synthetic_imagenet needs at least" in line
+    assert re.search(r"activations 8,\d{3},\d{3} MiB", line), line  # 86 MiB a sample
+    fits = int(re.search(r"lower batch_size to at most (\d+)", line).group(1))
+    assert 1 <= fits < 100_000
+    assert "Traceback" not in out.stderr
+    assert runs_of(tracking) == []
