@@ -12,16 +12,23 @@ from mlflow.exceptions import MlflowException
 
 from mlflow_dlaas.report.aggregate import configuration_ids
 from mlflow_dlaas.report.plots import Plot, colours, draw, log_scale, missing, whole_number_ticks
-from mlflow_dlaas.runs.schema import QUERY_COUNT, SERVER_LOAD_P99
+from mlflow_dlaas.runs.schema import (
+    INFERENCE_THROUGHPUT,
+    P50_LATENCY,
+    P99_LATENCY,
+    QUERY_COUNT,
+    SERVER_LOAD_P99,
+    SERVER_TARGET_QPS,
+)
 
-THROUGHPUT = "metrics.offline/throughput_samples_per_second"
-P99 = "metrics.single_stream/latency_p99_ms"
-P50 = "metrics.single_stream/latency_p50_ms"
+THROUGHPUT = f"metrics.{INFERENCE_THROUGHPUT}"
+P99 = f"metrics.{P99_LATENCY}"
+P50 = f"metrics.{P50_LATENCY}"
 THREADS = ("params.in_force_intra_op_threads", "params.intra_op_threads")
 MAX_LINES = 8
 STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 CDF_ARTIFACT = "latency/cdf.csv"
-SERVER_QPS = "metrics.server/target_qps"
+SERVER_QPS = f"metrics.{SERVER_TARGET_QPS}"
 LOAD_CURVE = SERVER_LOAD_P99
 
 

@@ -22,9 +22,9 @@ MIN_PAIRS = 3  # fewer runs measured with both values: no correlation shown
 OUTCOMES = {
     f"metrics.{schema.TRAIN_TIME}": "train time", f"metrics.{schema.TEST_ACCURACY}": "accuracy",
     f"metrics.{PEAK_MEMORY}": "peak memory", f"metrics.{schema.CPU_TIME}": "CPU s (measured)",
-    "metrics.run/proc_cpu_seconds": "CPU seconds", f"metrics.{ENERGY}": "energy",
-    "metrics.offline/throughput_samples_per_second": "throughput",
-    "metrics.single_stream/latency_p99_ms": "p99 latency",
+    f"metrics.{schema.RUN_CPU_TIME}": "CPU seconds", f"metrics.{ENERGY}": "energy",
+    f"metrics.{schema.INFERENCE_THROUGHPUT}": "throughput",
+    f"metrics.{schema.P99_LATENCY}": "p99 latency",
 }
 
 
@@ -109,7 +109,7 @@ def energy_vs_throughput(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
     for rows, x, y, label in (
             (train, f"metrics.{schema.TRAIN_THROUGHPUT}", f"metrics.{ENERGY}",
              "training: energy of the run (J)"),
-            (inference, "metrics.offline/throughput_samples_per_second",
+            (inference, f"metrics.{schema.INFERENCE_THROUGHPUT}",
              f"metrics.{ENERGY_PER_1000}", "inference: energy per 1,000 predictions (J)")):
         if x in rows and y in rows:
             data = pd.DataFrame({"system": rows["system"],
