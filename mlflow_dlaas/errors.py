@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 #: Exit code for bad input (a usage error): nothing was launched.
 EXIT_USAGE = 2
 #: Exit code when a run's results wait in its journal for a tracking server that did not
@@ -74,3 +77,14 @@ class NothingToCompareError(DlaasError):
 
 class ReportIncompleteError(DlaasError):
     """Some parts of a report could not be built or written; the others were written."""
+
+
+def exit_code_of(step: Callable[[], object]) -> int:
+    """Run a helper process's one step: 0, or its error's exit code with the message as
+    the last line on stderr (the entry that started the process reads it back)."""
+    try:
+        step()
+    except DlaasError as e:
+        print(e, file=sys.stderr)
+        return e.exit_code
+    return 0

@@ -11,6 +11,11 @@ from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_par
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.instance_layout import check_layout
 from mlflow_dlaas.inference.model_uri import parse_model_uri
+from mlflow_dlaas.inference.text_model import (
+    TEXT_MODELS,
+    TEXT_RUNTIMES,
+    check_sequence_length,
+)
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.runs.validity import ValidityThresholds
@@ -18,8 +23,8 @@ from mlflow_dlaas.runs.validity import ValidityThresholds
 SCENARIOS = ("single_stream", "multi_stream", "offline", "server", "ensemble")
 PRECISIONS = ("fp32", "fp16", "int8")
 ENSEMBLE_MODES = ("threads", "processes")
-#: Served fresh (no model_uri): an architecture of the registry.
-FRESH_MODELS = tuple(sorted(MODELS))
+#: Served fresh (no model_uri): an architecture of the registry, or a text model.
+FRESH_MODELS = (*sorted(MODELS), *TEXT_MODELS)
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class InferConfig:
     input_shape: str = ""  # per sample, e.g. 3x32x32 (name:shape,... for several inputs)
     input_dtype: str = ""  # the user's model: float32, int64, ... (name:dtype,...)
     input_data: str = ""  # the user's model: an .npz of real samples, one array per input
+    sequence_length: int = 128  # tokens per sample of a text model (bert_base)
     batch_sizes: tuple[int, ...] = (1, 8, 32)
     scenarios: tuple[str, ...] = ("single_stream", "offline", "server")
     min_query_count: int = 100
@@ -65,6 +71,8 @@ class InferConfig:
         if not self.model_uri and self.model not in FRESH_MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of: "
                               f"{', '.join(FRESH_MODELS)}, or give model_uri=runs:/<run id>")
+        if not self.model_uri and self.model in TEXT_MODELS:
+            self._check_text_model()
         if not self.batch_sizes or min(self.batch_sizes) <= 0:
             raise ConfigError(f"batch_sizes must be positive, got {self.batch_sizes}; e.g. 1,8,32")
         bad = [s for s in self.scenarios if s not in SCENARIOS]
@@ -92,6 +100,16 @@ class InferConfig:
         if not (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s)):
             raise ConfigError(f"stall_timeout_s must be a finite number > 0, "
                               f"got {self.stall_timeout_s}")
+
+    def _check_text_model(self) -> None:
+        if self.runtime not in TEXT_RUNTIMES:
+            raise ConfigError(f"{self.model} is served on {', '.join(TEXT_RUNTIMES)}, not "
+                              f"{self.runtime}: TensorFlow's BERT needs tf-keras, which this "
+                              "project does not install, and MXNet has none")
+        if self.input_shape:
+            raise ConfigError(f"{self.model}'s input is token ids and an attention mask: set "
+                              "-P sequence_length, not input_shape")
+        check_sequence_length(self.sequence_length)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> InferConfig:
@@ -131,4 +149,6 @@ class InferConfig:
         params = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NESTED}
         params["batch_sizes"] = ",".join(map(str, self.batch_sizes))
         params["scenarios"] = ",".join(self.scenarios)
+        if self.model not in TEXT_MODELS:  # an image model's run does not carry it
+            del params["sequence_length"]
         return {**params, **nested_params(self.parallelism, self.validity)}

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.errors import exit_code_of
 from mlflow_dlaas.inference.source import (
     ONNX_DIR,
     SOURCE_FILE,
@@ -43,12 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        export_fresh(args.model, args.input_shape, args.seed, args.out)
-    except DlaasError as e:
-        print(e, file=sys.stderr)
-        return e.exit_code
-    return 0
+    return exit_code_of(lambda: export_fresh(args.model, args.input_shape, args.seed, args.out))
 
 
 if __name__ == "__main__":

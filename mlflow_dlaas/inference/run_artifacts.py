@@ -16,6 +16,10 @@ from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.model_uri import parse_model_uri
 from mlflow_dlaas.inference.source import MODEL_DIR, ONNX_DIR, SOURCE_FILE
+from mlflow_dlaas.inference.text_model import ABOUT_FILE as TEXT_ABOUT_FILE
+from mlflow_dlaas.inference.text_model import DATA_FILE as TEXT_DATA_FILE
+from mlflow_dlaas.inference.text_model import MODEL_FILE as TEXT_MODEL_FILE
+from mlflow_dlaas.inference.text_model import input_flags
 from mlflow_dlaas.runs.schema import FRAMEWORK_TAG
 from mlflow_dlaas.runs.store_uri import redact_text
 
@@ -78,16 +82,51 @@ def prepare_user_model(config: InferConfig, runtime: str, consumes: str,
     if path is None:
         path, found = _download_mlflow_model(config.model_uri, directory / "download")
         shape, dtype, data = shape or found[0], dtype or found[1], data or found[2]
+    _open_model_file(path, config, runtime, consumes, directory, (shape, dtype, data),
+                     config.model_uri)
+
+
+def prepare_text_model(config: InferConfig, runtime: str, consumes: str,
+                       directory: Path) -> None:
+    """A text model (``bert_base``) built with random weights in a process of its own
+    (``text_model``), then opened as a user's TorchScript file is, with its synthetic_text
+    data; ``source.json`` also says its name, parameters and FLOPs per sample."""
+    built = directory / "text_model"
+    command = [sys.executable, "-m", "mlflow_dlaas.inference.text_model", "--model",
+               config.model, "--sequence_length", str(config.sequence_length), "--seed",
+               str(config.seed), "--out", str(built)]
+    _run_preparation(command, f"building {config.model}")
+    shape, dtype = input_flags(config.sequence_length)
+    _open_model_file(built / TEXT_MODEL_FILE, config, runtime, consumes, directory,
+                     (shape, dtype, str(built / TEXT_DATA_FILE)), config.model)
+    about = json.loads((directory / SOURCE_FILE).read_text())
+    built_about = json.loads((built / TEXT_ABOUT_FILE).read_text())
+    about.update(model=config.model, parameter_count=built_about["parameter_count"],
+                 forward_flops=built_about["forward_flops"])
+    (directory / SOURCE_FILE).write_text(json.dumps(about))
+
+
+def _open_model_file(path: Path, config: InferConfig, runtime: str, consumes: str,
+                     directory: Path, inputs: tuple[str, str, str], what: str) -> None:
+    """Open a model file in its own framework, in a process of its own (``user_model``):
+    ``inputs`` are its (input_shape, input_dtype, input_data)."""
+    shape, dtype, data = inputs
     command = [sys.executable, "-m", "mlflow_dlaas.inference.user_model", "--model", str(path),
                "--runtime", runtime, "--consumes", consumes, "--out", str(directory),
                "--seed", str(config.seed), "--input_shape", shape, "--input_dtype", dtype,
                "--input_data", data,
                "--copies", str(_copies(config))]
+    _run_preparation(command, f"opening {what}")
+
+
+def _run_preparation(command: list[str], doing: str) -> None:
+    """Run a preparing process: its ConfigError's line is ours, any other failure a
+    WorkloadError with its output's end."""
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == ConfigError.exit_code:
         raise ConfigError(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
-        raise WorkloadError(f"opening {config.model_uri} failed: {done.stderr.strip()[-2000:]}")
+        raise WorkloadError(f"{doing} failed: {done.stderr.strip()[-2000:]}")
 
 
 def _copies(config: InferConfig) -> int:

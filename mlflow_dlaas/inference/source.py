@@ -57,6 +57,16 @@ class ModelSource:
     model_dir: Path | None = None  # the training run's saved model, downloaded
     #: the user's own model (inputs: a Feed of named arrays, in the model's own layout)
     user: UserModel | None = None
+    #: forward FLOPs per sample where no spec counts them (a text model's, counted where
+    #: it was built)
+    forward_flops: int | None = None
+    parameter_count: int | None = None  # likewise, where no spec counts them
+
+    def flops_per_sample(self) -> int | None:
+        """Forward FLOPs of one sample: the spec's count, else the one the source brought."""
+        if self.spec is not None:
+            return self.spec.forward_flops(self.input_shape, self.num_classes)
+        return self.forward_flops
 
     def onnx_file(self, runtime: str) -> Path:
         """The ONNX file an ONNX-serving ``runtime`` loads; ConfigError saying why there is
@@ -136,7 +146,9 @@ def run_source(directory: Path) -> ModelSource:
     if "user" in about:
         user, inputs, outputs = read_user_model(directory, about)
         return ModelSource(about["model"], user.inputs[0].shape, 0, inputs, outputs,  # type: ignore[arg-type]
-                           about["framework"], onnx_path=user.onnx_path, user=user)
+                           about["framework"], onnx_path=user.onnx_path, user=user,
+                           forward_flops=about.get("forward_flops"),
+                           parameter_count=about.get("parameter_count"))
     shape = parse_shape(about["input_shape"])
     onnx_dir, model_dir = directory / ONNX_DIR, directory / MODEL_DIR
     onnx_path = onnx_dir / "model.onnx"

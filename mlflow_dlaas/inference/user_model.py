@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.errors import ConfigError, DlaasError
+from mlflow_dlaas.errors import ConfigError, DlaasError, exit_code_of
 from mlflow_dlaas.inference.feed import Feed
 
 #: How each kind of file is recognised, and the framework that is its reference.
@@ -587,14 +587,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--copies", type=int, default=1)
     args = parser.parse_args(argv)
-    try:
-        prepare(args.model, runtime=args.runtime, consumes=args.consumes, directory=args.out,
-                input_shape=args.input_shape, input_dtype=args.input_dtype,
-                input_data=args.input_data, seed=args.seed, copies=args.copies)
-    except DlaasError as e:
-        print(e, file=sys.stderr)
-        return e.exit_code
-    return 0
+    return exit_code_of(lambda: prepare(
+        args.model, runtime=args.runtime, consumes=args.consumes, directory=args.out,
+        input_shape=args.input_shape, input_dtype=args.input_dtype, input_data=args.input_data,
+        seed=args.seed, copies=args.copies))
 
 
 if __name__ == "__main__":

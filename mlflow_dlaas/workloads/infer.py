@@ -24,10 +24,12 @@ from mlflow_dlaas.inference.model_uri import parse_model_uri
 from mlflow_dlaas.inference.run_artifacts import (
     fetch_run_model,
     is_training_run,
+    prepare_text_model,
     prepare_user_model,
 )
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
+from mlflow_dlaas.inference.text_model import TEXT_MODELS
 from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import (
@@ -90,7 +92,7 @@ def run_inference(config: InferConfig) -> InferenceResult:
         mlflow.set_tags({ENTRY_TAG: "infer", RUNTIME_TAG: runtime.name})
         environment = worker_environment(config.parallelism,
                                          runtime.environment(config.parallelism))
-        if config.model_uri or runtime.consumes == "onnx":
+        if config.model_uri or runtime.consumes == "onnx" or config.model in TEXT_MODELS:
             _prepare_source(config, runtime.consumes, Path(source_dir))
             environment[SOURCE_ENV] = source_dir
         launch = WorkerLaunch(
@@ -133,6 +135,9 @@ def _key_settings(config: InferConfig) -> dict[str, object]:
 def _prepare_source(config: InferConfig, consumes: str, directory: Path) -> None:
     """Fetch the training run's model, or export a fresh one to ONNX in its own process
     (so that no PyTorch is loaded where ONNX Runtime or OpenVINO is measured)."""
+    if not config.model_uri and config.model in TEXT_MODELS:
+        prepare_text_model(config, config.runtime, consumes, directory)
+        return
     if config.model_uri and not is_training_run(config.model_uri):  # the user's own model
         prepare_user_model(config, config.runtime, consumes, directory)
         return

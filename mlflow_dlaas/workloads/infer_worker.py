@@ -49,6 +49,7 @@ from mlflow_dlaas.runs.schema import (
     LOADGEN_RESULT_TAG,
     MEASURED_TIME,
     OFFLINE_GFLOPS,
+    PARAMETER_COUNT,
     PEAK_GFLOPS,
     PEAK_TAG,
     QUERY_COUNT,
@@ -131,13 +132,13 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
 
 def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSource,
                     config: InferConfig, host: dict[str, Any]) -> None:
-    """The model's FLOPs per sample (its spec's count), the GFLOP/s of the best offline batch
-    size, and that rate against the CPU's FP32 peak of the cores in use (a batch size's own
-    rate is its throughput times the FLOPs per sample)."""
-    if source.spec is None:
+    """The model's FLOPs per sample (its spec's count, or a text model's), the GFLOP/s of the
+    best offline batch size, and that rate against the CPU's FP32 peak of the cores in use (a
+    batch size's own rate is its throughput times the FLOPs per sample)."""
+    flops = source.flops_per_sample()
+    if flops is None:
         channel.tags({PEAK_TAG: "no FLOPs: the user's own model has no spec to count them"})
         return
-    flops = source.spec.forward_flops(source.input_shape, source.num_classes)
     figures = {FORWARD_FLOPS: float(flops)}
     rates = [flops * r.throughput_samples_per_s / 1e9 for s, _, r in measured if s == "offline"]
     how = "no offline scenario: nothing to hold against the peak"
@@ -252,13 +253,14 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
     channel.params({**{f"in_force_{k}": v for k, v in in_force.items()},
                     "input_shape": "x".join(map(str, source.input_shape)),
                     "reference_framework": source.reference_framework,
-                    **({"architecture": source.spec.name} if source.spec is not None else {}),
+                    **({"architecture": source.name} if source.flops_per_sample() else {}),
                     **({"model_inputs": source.user.describe_inputs()}
                        if source.user is not None else {})})
     host = fingerprint()
     channel.tags({RUNTIME_VERSION_TAG: runtime.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
-    channel.metrics({LOAD_TIME: load_s})
+    channel.metrics({LOAD_TIME: load_s, **({PARAMETER_COUNT: source.parameter_count}
+                                          if source.parameter_count else {})})
     return host
 
 
