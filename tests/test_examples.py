@@ -98,3 +98,18 @@ def test_the_cheapest_example_of_each_kind_runs(kind: str, tmp_path_factory) -> 
     roles = sorted(r.data.tags.get("dlaas.role", "") for r in runs)
     assert roles == ["study", "trial"], roles
     assert {r.info.status for r in runs} == {"FINISHED"}
+
+
+def test_a_text_model_study_checks_for_transformers_in_each_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("transformers", reason="the check names its installed version")
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["study", "--dry-run",
+                                    str(ROOT / "examples/bert_inference.yaml")])
+    assert done.exit_code == 0, done.output
+    for project in ("pytorch", "onnxruntime", "openvino"):
+        assert f"package: {project}: transformers " in done.output
+    lenet = CliRunner().invoke(cli, ["study", "--dry-run",
+                                     str(ROOT / "examples/inference_threads_study.yaml")])
+    assert "transformers" not in lenet.output

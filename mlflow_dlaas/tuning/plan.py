@@ -14,6 +14,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.inference.text_model import TEXT_MODELS
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.runs.store_uri import redact_uri
@@ -122,38 +123,68 @@ def _values(spec: StudySpec, name: str) -> tuple[object, ...]:
 
 def _packages(spec: StudySpec) -> tuple[str, ...]:
     """Under ``env_manager: local`` the projects run in this environment: each project's
-    framework (the first dependency of its ``python_env.yaml``) must be installed here."""
+    framework (the first dependency of its ``python_env.yaml``), and what its models need,
+    must be installed here."""
     if spec.env_manager != "local":
         return ()
     found = []
     for project in spec.frameworks:
-        requirement = _framework_requirement(project)
-        if requirement is None:
-            continue
-        try:
-            version = metadata.version(requirement.name)
-        except metadata.PackageNotFoundError:
-            raise ConfigError(
-                f"study spec: {project} needs {requirement}, which is not installed in this "
-                f"environment (env_manager: local runs the project here); install it or set "
-                f"env_manager: virtualenv") from None
-        if not requirement.specifier.contains(version, prereleases=True):
-            raise ConfigError(
-                f"study spec: {project} needs {requirement}, but {requirement.name} {version} "
-                f"is installed here; set env_manager: virtualenv (its own environment)")
-        found.append(f"{project}: {requirement.name} {version}")
+        for requirement in _requirements(project, spec):
+            found.append(f"{project}: {_installed(project, requirement)}")
     return tuple(found)
 
 
-def _framework_requirement(project: str) -> Requirement | None:
+def _requirements(project: str, spec: StudySpec) -> list[Requirement]:
+    """The project's framework, and ``transformers`` where the study serves a text model."""
+    requirement = _framework_requirement(project)
+    if requirement is None:
+        return []
+    models = {spec.fixed.get("model")} | {choice for d in spec.search_space
+                                          if d.name == "model" for choice in d.choices}
+    text = _listed_requirement(project, "transformers") if models & set(TEXT_MODELS) else None
+    return [requirement, *([text] if text else [])]
+
+
+def _installed(project: str, requirement: Requirement) -> str:
+    """``name version`` of the installed package; ConfigError when it is missing or does not
+    meet ``requirement``."""
+    try:
+        version = metadata.version(requirement.name)
+    except metadata.PackageNotFoundError:
+        raise ConfigError(
+            f"study spec: {project} needs {requirement}, which is not installed in this "
+            f"environment (env_manager: local runs the project here); install it or set "
+            f"env_manager: virtualenv") from None
+    if not requirement.specifier.contains(version, prereleases=True):
+        raise ConfigError(
+            f"study spec: {project} needs {requirement}, but {requirement.name} {version} "
+            f"is installed here; set env_manager: virtualenv (its own environment)")
+    return f"{requirement.name} {version}"
+
+
+def _dependencies(project: str) -> list[Requirement]:
+    """The requirements a project's ``python_env.yaml`` lists (none when it has no file)."""
     path = project_dir(project) / "python_env.yaml"
     if not path.is_file():
-        return None
-    dependencies = (yaml.safe_load(path.read_text()) or {}).get("dependencies") or []
-    try:
-        return Requirement(str(dependencies[0])) if dependencies else None
-    except InvalidRequirement:
-        return None
+        return []
+    listed = (yaml.safe_load(path.read_text()) or {}).get("dependencies") or []
+    found = []
+    for text in listed:
+        try:
+            found.append(Requirement(str(text)))
+        except InvalidRequirement:
+            continue
+    return found
+
+
+def _framework_requirement(project: str) -> Requirement | None:
+    """The project's framework: the first dependency its ``python_env.yaml`` lists."""
+    dependencies = _dependencies(project)
+    return dependencies[0] if dependencies else None
+
+
+def _listed_requirement(project: str, name: str) -> Requirement | None:
+    return next((r for r in _dependencies(project) if r.name == name), None)
 
 
 def _dimension_text(d: Dimension) -> str:
