@@ -130,6 +130,18 @@ def fp32_peak_gflops(host: Mapping[str, Any], cores: int) -> tuple[float | None,
                   f"{host.get('cpu_peak_clock_from')}) = {peak:.1f} GFLOP/s")
 
 
+def fraction_of_peak(achieved_gflops: float, peak_gflops: float) -> tuple[float | None, str]:
+    """(achieved / peak, "") or (None, why): a rate above the derived peak shows that the clock
+    read here is below the one the cores ran at (a virtual machine's nominal clock, under
+    turbo), so the peak is not known after all."""
+    fraction = achieved_gflops / peak_gflops
+    if fraction <= 1.0:
+        return fraction, ""
+    return None, (f"no fraction: {achieved_gflops:.1f} GFLOP/s measured exceeds the derived "
+                  f"peak of {peak_gflops:.1f} GFLOP/s, so the clock read here is below the one "
+                  "the cores ran at (turbo above a virtual machine's nominal clock)")
+
+
 def hypervisor(flags: Collection[str], hints: Sequence[str | None]) -> str:
     """The hypervisor's vendor as lscpu names it; "none" on bare metal (no CPU flag).
 

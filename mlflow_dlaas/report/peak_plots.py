@@ -28,15 +28,18 @@ def training_fractions(train: pd.DataFrame) -> pd.DataFrame:
 
 def inference_fractions(inference: pd.DataFrame) -> pd.DataFrame:
     """(workload, system, fraction) per inference run and offline batch size: the batch
-    size's throughput times the model's FLOPs per sample, over the run's peak."""
+    size's throughput times the model's FLOPs per sample, over the run's peak. A run whose
+    best rate exceeded its derived peak logged no fraction (its peak is wrong) and is left
+    out."""
     peak, flops = f"metrics.{PEAK_GFLOPS}", f"metrics.{FORWARD_FLOPS}"
+    fraction = f"metrics.{FRACTION_OF_PEAK}"
     rows = []
-    if not inference.empty and peak in inference and flops in inference:
+    if not inference.empty and {peak, flops, fraction} <= set(inference.columns):
         for column in inference.columns:
             found = OFFLINE_THROUGHPUT_COLUMN.fullmatch(column)
             if not found:
                 continue
-            data = inference.dropna(subset=[column, peak, flops])
+            data = inference.dropna(subset=[column, peak, flops, fraction])
             rows.append(pd.DataFrame({
                 "workload": _label(data, pd.Series(found.group(1), index=data.index)),
                 "system": data["system"],

@@ -29,7 +29,7 @@ import numpy as np
 
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
+from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
@@ -150,7 +150,12 @@ def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSou
                      (None, f"no peak: only CPU peaks are derived, this run used "
                             f"{config.device}"))
         if peak:
-            figures.update({PEAK_GFLOPS: peak, FRACTION_OF_PEAK: max(rates) / peak})
+            figures[PEAK_GFLOPS] = peak
+            fraction, over = fraction_of_peak(max(rates), peak)
+            if fraction is None:
+                how = over
+            else:
+                figures[FRACTION_OF_PEAK] = fraction
     channel.metrics(figures)
     channel.tags({PEAK_TAG: how})
 

@@ -23,7 +23,7 @@ from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
-from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
+from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.models.spec import ArchitectureSpec
@@ -212,8 +212,11 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         TRAIN_THROUGHPUT: samples / train_s if train_s else 0.0,
         EPOCHS_COMPLETED: float(epoch),
         STEPS_COMPLETED: float(steps),
-        **_achieved(cost, samples, train_s, len(dataset.x_test), test_s),
     }
+    achieved, over_the_peak = _achieved(cost, samples, train_s, len(dataset.x_test), test_s)
+    final.update(achieved)
+    if over_the_peak:
+        channel.tags({PEAK_TAG: over_the_peak})
     if dataset.measures_accuracy:
         test_accuracy = accuracy_at_end
         final.update({TEST_ACCURACY: test_accuracy,
@@ -225,17 +228,19 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
 
 
 def _achieved(cost: ComputeCost, train_samples: int, train_s: float, test_samples: int,
-              test_s: float) -> dict[str, float]:
+              test_s: float) -> tuple[dict[str, float], str]:
     """GFLOP/s achieved in the train and test phases, and the train phase's fraction of the
-    peak where the peak is known."""
-    figures = {}
+    peak where the peak is known; with why there is no fraction when the rate exceeds it."""
+    figures, over_the_peak = {}, ""
     if train_s:
         figures[TRAIN_GFLOPS] = cost.training_flops * train_samples / train_s / 1e9
         if cost.peak_gflops:
-            figures[FRACTION_OF_PEAK] = figures[TRAIN_GFLOPS] / cost.peak_gflops
+            fraction, over_the_peak = fraction_of_peak(figures[TRAIN_GFLOPS], cost.peak_gflops)
+            if fraction is not None:
+                figures[FRACTION_OF_PEAK] = fraction
     if test_s:
         figures[TEST_GFLOPS] = cost.forward_flops * test_samples / test_s / 1e9
-    return figures
+    return figures, over_the_peak
 
 
 def _accuracy(trainer: Trainer, dataset: Dataset) -> float:

@@ -144,7 +144,7 @@ def test_sigterm_to_the_entry_kills_the_run_and_its_worker(tracking: str) -> Non
     _wait_for_run(tracking)  # the worker starts before the entry has imported MLflow
     entry.send_signal(signal.SIGTERM)
     _, err = entry.communicate(timeout=60)
-    assert entry.returncode == 128 + signal.SIGTERM  # one line, as a shell reports a signal
+    assert entry.returncode == 128 + signal.SIGTERM, err  # one line, as a shell reports a signal
     assert "mlflow-dlaas train: stopped by signal SIGTERM" in err and "Traceback" not in err
     (run,) = runs_of(tracking)
     assert run.info.status == "KILLED"
