@@ -122,7 +122,9 @@ def _plots(study: optuna.Study, spec: StudySpec, out: Path) -> None:
     else:
         plots["optimization_history"] = lambda: ovm.plot_optimization_history(
             study, target_name=names[0])
-        plots["param_importances"] = lambda: ovm.plot_param_importances(study)
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if len(complete) >= 2:  # Optuna warns, and draws equal bars, for fewer
+            plots["param_importances"] = lambda: ovm.plot_param_importances(study)
     for name, draw in plots.items():
         try:
             with warnings.catch_warnings():
