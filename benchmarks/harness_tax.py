@@ -6,7 +6,7 @@ script's, alternating in ABBA order. MXNet runs in its own virtualenv when it ex
 Goal: within 3 % for PyTorch and TensorFlow.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow mxnet] [--rounds 5]
-        [--model resnet50]   (ResNet-50, 10 steps of 16 synthetic 224x224 images: PyTorch)
+        [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; PyTorch, TensorFlow)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pairs import alternate, median, mxnet_python, spread, train_pair
+from pairs import RESNET50_BARE_FRAMEWORKS, alternate, median, mxnet_python, spread, train_pair
 
 KEY = "train_samples_per_second"
 
@@ -26,8 +26,9 @@ def main() -> None:
     parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
     args = parser.parse_args()
     for framework in args.frameworks:
-        if args.model == "resnet50" and framework != "pytorch":
-            print(f"{framework} resnet50: skipped, the bare ResNet-50 is PyTorch's")
+        if args.model == "resnet50" and framework not in RESNET50_BARE_FRAMEWORKS:
+            print(f"{framework} resnet50: skipped, the bare ResNet-50 is "
+                      f"written in {' and '.join(RESNET50_BARE_FRAMEWORKS)} only")
             continue
         python = mxnet_python() if framework == "mxnet" else sys.executable
         if python is None:

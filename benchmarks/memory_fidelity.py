@@ -9,8 +9,8 @@ processes' peaks are printed beside (ours: the worker's ``run`` phase; bare: ``w
 
     .venv/bin/python benchmarks/memory_fidelity.py [--rounds 3] [--frameworks pytorch ...]
         [--runtimes onnxruntime ...]   (an empty list skips that part)
-        [--model resnet50]   (ResNet-50 at 224x224: training on PyTorch; serving on PyTorch,
-                              ONNX Runtime and OpenVINO, batch 1 and 32)
+        [--model resnet50]   (ResNet-50 at 224x224: training on PyTorch and TensorFlow;
+                              serving on PyTorch, ONNX Runtime, OpenVINO, batch 1 and 32)
 """
 
 from __future__ import annotations
@@ -20,7 +20,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pairs import alternate, fresh_onnx, infer_pair, median, mxnet_python, spread, train_pair
+from pairs import (
+    RESNET50_BARE_FRAMEWORKS,
+    alternate,
+    fresh_onnx,
+    infer_pair,
+    median,
+    mxnet_python,
+    spread,
+    train_pair,
+)
 
 GOAL_FRACTION, GOAL_MIB = 0.05, 20.0
 
@@ -46,8 +55,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.frameworks:
         for framework in args.frameworks:
-            if args.model == "resnet50" and framework != "pytorch":
-                print(f"train {framework} resnet50: skipped, the bare ResNet-50 is PyTorch's")
+            if args.model == "resnet50" and framework not in RESNET50_BARE_FRAMEWORKS:
+                print(f"train {framework} resnet50: skipped, the bare ResNet-50 is "
+                      f"written in {' and '.join(RESNET50_BARE_FRAMEWORKS)} only")
                 continue
             python = mxnet_python() if framework == "mxnet" else sys.executable
             if python is None:

@@ -27,6 +27,8 @@ MIB = 2**20
 TRAIN_PARAMS = ["--epochs", "3", "--batch_size", "64", "--learning_rate", "0.01",
                 "--momentum", "0.9", "--warmup_steps", "5", "--log_model", "false"]
 #: ResNet-50 on synthetic ImageNet-size data: warm-up, then a bounded number of steps
+#: the frameworks ``bare/train_resnet50.py`` writes ResNet-50 in
+RESNET50_BARE_FRAMEWORKS = ("pytorch", "tensorflow")
 RESNET50_PARAMS = ["--model", "resnet50", "--dataset", "synthetic_imagenet", "--epochs", "0",
                    "--max_steps", "10", "--batch_size", "16", "--warmup_steps", "2",
                    "--learning_rate", "0.01", "--momentum", "0.9", "--log_model", "false"]
@@ -85,13 +87,14 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
 
 def train_pair(framework: str, python: str, model: str = "lenet5"
                ) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
-    """(ours, bare) for LeNet-5 training in ``framework``, or ResNet-50 (PyTorch only: the
-    bare side is a hand-written PyTorch ResNet-50)."""
+    """(ours, bare) for LeNet-5 training in ``framework``, or ResNet-50 (PyTorch and
+    TensorFlow: the bare side is a hand-written ResNet-50 in each)."""
     if model == "resnet50":
-        if framework != "pytorch":
-            raise ValueError("the ResNet-50 bare script is PyTorch's")
+        if framework not in RESNET50_BARE_FRAMEWORKS:
+            raise ValueError(f"the ResNet-50 bare script has no {framework} side")
         params = RESNET50_PARAMS
-        bare_command = [python, str(HERE / "bare" / "train_resnet50.py")]
+        bare_command = [python, str(HERE / "bare" / "train_resnet50.py"), "--framework",
+                        framework]
     else:
         params = TRAIN_PARAMS
         bare_command = [python, str(HERE / "bare" / "train_lenet.py"), "--framework",

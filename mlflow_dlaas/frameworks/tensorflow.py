@@ -122,25 +122,35 @@ def build_keras(tf: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, in
     return keras.Model(inputs, outputs, name=spec.name)
 
 
+def _same_is_symmetric(conv: Conv2D) -> bool:
+    """Whether Keras's ``padding="same"`` pads ``conv`` exactly as its symmetric zero padding
+    does (stride 1, an odd kernel, padding half of it). There the convolution pads inside its
+    kernel; a ZeroPadding2D layer would keep a padded copy of its input for the backward
+    pass (about 140 MiB for ResNet-50 at batch 16)."""
+    return conv.stride == 1 and conv.kernel % 2 == 1 and conv.padding == conv.kernel // 2
+
+
 def _apply(keras: Any, layers: tuple[Layer, ...], x: Any) -> Any:
     """The Keras layers of a stack, applied to the tensor ``x``."""
     init = {"kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
     for layer in layers:
         activation = getattr(layer, "activation", "none")
         fused = {"activation": None if activation == "none" else activation}
-        if isinstance(layer, Conv2D | Pool2D) and layer.padding:
+        same = isinstance(layer, Conv2D) and _same_is_symmetric(layer)
+        if isinstance(layer, Conv2D | Pool2D) and layer.padding and not same:
             x = keras.layers.ZeroPadding2D(layer.padding)(x)
+        padding = "same" if same else "valid"
         if isinstance(layer, Conv2D):
             depthwise = layer.groups > 1 and layer.groups == layer.filters == x.shape[-1]
             if layer.groups > 1 and not depthwise:
                 raise ConfigError("grouped convolutions other than depthwise have no Keras "
                                   "CPU kernel; use groups equal to the channels")
-            conv = (keras.layers.DepthwiseConv2D(layer.kernel, layer.stride,
+            conv = (keras.layers.DepthwiseConv2D(layer.kernel, layer.stride, padding,
                                                  use_bias=layer.bias,
                                                  depthwise_initializer="glorot_uniform",
                                                  bias_initializer="zeros", **fused)
                     if depthwise else
-                    keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride,
+                    keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, padding,
                                         use_bias=layer.bias, **init, **fused))
             x = conv(x)
         elif isinstance(layer, BatchNorm):
