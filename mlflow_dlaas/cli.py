@@ -372,6 +372,20 @@ def resend_command(paths: tuple[Path, ...]) -> None:
     resend_journals(list(paths))
 
 
+@cli.command("prepare")
+@click.argument("projects", nargs=-1, required=True, metavar="PROJECT...")
+@click.option("--env-manager", type=click.Choice(["virtualenv", "uv"]), default="virtualenv",
+              show_default=True, help="The manager the runs will name in --env-manager.")
+@reports_errors
+def prepare_command(projects: tuple[str, ...], env_manager: str) -> None:
+    """Build the environment each PROJECT (a framework or runtime, e.g. mxnet) runs in under
+    --env-manager, ahead of its first run (`make demo` and `make test` do it for MXNet)."""
+    from mlflow_dlaas.launch import prepare_environment
+
+    for project in projects:
+        click.echo(f"{project} ({env_manager}): {prepare_environment(project, env_manager)}")
+
+
 @cli.command("projects-path")
 @click.argument("project", required=False)
 @reports_errors

@@ -1,8 +1,10 @@
-"""Each projects/<framework> environment carries mlflow-dlaas's own dependencies."""
+"""Each projects/<framework> environment carries mlflow-dlaas's own dependencies, and
+``mlflow-dlaas prepare`` builds one ahead of its first run."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,28 @@ def test_every_framework_and_runtime_has_a_project() -> None:
     from mlflow_dlaas.inference.runtimes import RUNTIMES
 
     assert set(BUILTIN) | set(RUNTIMES) <= set(PROJECTS)
+
+
+def test_prepare_builds_mxnets_environment_once_and_says_where(cli_path: str) -> None:
+    """``mlflow-dlaas prepare mxnet`` (``make demo`` / ``make test`` run it): the folder it
+    names is the environment MXNet's runs activate; a second call finds it built."""
+    first, again = (subprocess.run([cli_path, "prepare", "mxnet"], capture_output=True,
+                                   text=True, timeout=900) for _ in range(2))
+    assert first.returncode == 0, first.stderr
+    folder = Path(first.stdout.strip().split(": ", 1)[1])
+    assert (folder / "bin" / "activate").is_file()
+    assert again.stdout == first.stdout
+    listed = subprocess.run([str(folder / "bin" / "python"), "-c",
+                             "import numpy, mxnet; print(numpy.__version__)"],
+                            capture_output=True, text=True, timeout=120)
+    assert listed.stdout.startswith("1.23"), listed.stderr
+
+
+@pytest.mark.parametrize("args", [["nosuch"], ["mxnet", "--env-manager", "local"]])
+def test_prepare_refuses_an_unknown_project_or_manager_in_one_line(
+        cli_path: str, args: list[str]) -> None:
+    done = subprocess.run([cli_path, "prepare", *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "nosuch" in done.stderr or "local" in done.stderr
