@@ -13,7 +13,7 @@ VERBOSE_ENV = "MLFLOW_DLAAS_VERBOSE"
 #: MLflow's INFO loggers whose lines ours say better (the store's table creation, each
 #: Projects run's "=== Running command ..." lines).
 LIBRARY_CHATTER = ("mlflow.store.db.utils", "mlflow.projects.utils",
-                   "mlflow.projects.backend.local")
+                   "mlflow.projects.backend.local", "mlflow.utils.virtualenv")
 _OURS = ("__main__", "mlflow_dlaas")
 
 
