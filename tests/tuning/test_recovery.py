@@ -239,10 +239,12 @@ def test_sigterm_then_sigkill_to_the_driver_then_resume_measures_every_point_onc
     driver.kill()
     driver.wait()
 
-    resumed = time.monotonic()
     out = study_cli(cli_path, spec, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert time.monotonic() - resumed < 55, "waited for a heartbeat to go stale"
+    # the dead driver's trial is given up because its owner is gone, not after its heartbeat
+    # went stale (a minute): said on the console, not timed (a busy machine is slow anyway)
+    assert "is gone" in out.stderr, out.stderr[-3000:]
+    assert "no heartbeat" not in out.stderr, out.stderr[-3000:]
     (parent,), children = study_runs(name)
     assert parent.info.status == "FINISHED" and REASON_TAG not in parent.data.tags
     assert all(c.info.status != "RUNNING" for c in children)
