@@ -49,8 +49,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
 	$(BIN)/lint-imports --no-cache
 
-# Two pytest workers (pytest-xdist), one per core (the suite is CPU-bound); the tests that share one costly run (the demo, the documented
-# study, the report's runs, a module's fixture) run on one worker (tests/conftest.py).
+# Two pytest workers (pytest-xdist), one per core (the suite is CPU-bound); the tests
+# that share one costly run (the demo, the documented study, the report's runs, a module's fixture) run on one worker (tests/conftest.py).
 test: lint browser libraries environments
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15 \
 		-n 2 --dist loadgroup
