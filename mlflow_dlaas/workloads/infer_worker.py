@@ -317,12 +317,12 @@ def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: An
 def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
             config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     """One-sample queries at the target rate (default: half of what batch-1 single-stream
-    sustains, halved again while the runtime falls behind it: a server scenario's own
-    overheads can make that too fast), batched dynamically when ``server_max_batch`` > 1;
-    with a p99 bound, also the
-    highest rate LoadGen judged VALID under it, each probe printed. Every rate measured (the
-    target and each probe of the search) is a point of ``server_load/...`` with
-    step = offered queries/s, so MLflow plots latency against offered load."""
+    sustains at its median latency, which one slow call cannot drag down; halved again while
+    the runtime falls behind it: a server scenario's own overheads can make that too fast),
+    batched dynamically when ``server_max_batch`` > 1; with a p99 bound, also the highest rate
+    LoadGen judged VALID under it, each probe printed. Every rate measured (the target and each
+    probe of the search) is a point of ``server_load/...`` with step = offered queries/s, so
+    MLflow plots latency against offered load."""
     batching = {"max_batch": config.server_max_batch,
                 "max_wait_s": config.server_max_wait_ms / 1000.0, "seed": config.seed,
                 "p99_bound_ms": config.server_p99_bound_ms}
@@ -330,7 +330,7 @@ def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
     if target <= 0:
         probe = scenarios.timed_single_stream(predict, data[:1],
                                               scenarios.StoppingRule(20, 0.2, 2))
-        target = 0.5 * 1000.0 / probe.mean_ms
+        target = 0.5 * 1000.0 / probe.p50_ms
     result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
                               **batching)
     tried = [result]
