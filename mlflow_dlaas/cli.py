@@ -381,12 +381,12 @@ def prepare_command(projects: tuple[str, ...], env_manager: str) -> None:
     """Build the environment each PROJECT (a framework or runtime, e.g. mxnet) runs in under
     --env-manager, ahead of its first run (`make demo` and `make test` do it for MXNet)."""
     from mlflow_dlaas.console_log import quiet_library_chatter
-    from mlflow_dlaas.launch import prepare_environment
+    from mlflow_dlaas.launch import environment_dir, prepare_environment
 
     quiet_library_chatter()
     for project in projects:
-        click.echo(f"{project} ({env_manager}): building it where it is not built yet "
-                   "(minutes, once) ...", err=True)
+        if not environment_dir(project, env_manager).exists():
+            click.echo(f"{project} ({env_manager}): building it (minutes, once) ...", err=True)
         click.echo(f"{project} ({env_manager}): {prepare_environment(project, env_manager)}")
 
 

@@ -87,6 +87,20 @@ def environment_lock(env_manager: str) -> Iterator[None]:
         yield
 
 
+def environment_dir(project: str, env_manager: str = "virtualenv") -> Path:
+    """The folder of ``projects/<project>``'s environment under ``env_manager``, as MLflow
+    names it (it exists once built)."""
+    from mlflow.utils.environment import _PythonEnv
+    from mlflow.utils.virtualenv import _get_mlflow_virtualenv_root, _get_virtualenv_name
+
+    if env_manager not in BUILT_ENVIRONMENTS:
+        raise ConfigError(f"--env-manager {env_manager}: choose {' or '.join(BUILT_ENVIRONMENTS)}"
+                          " (the local manager uses this environment and builds nothing)")
+    work_dir = project_dir(project)
+    python_env = _PythonEnv.from_yaml(str(work_dir / "python_env.yaml"))
+    return Path(_get_mlflow_virtualenv_root()) / _get_virtualenv_name(python_env, work_dir)
+
+
 def prepare_environment(project: str, env_manager: str = "virtualenv") -> Path:
     """Build, once, the environment ``projects/<project>``'s runs use under ``env_manager``
     (``virtualenv`` or ``uv``, from its ``python_env.yaml``), as MLflow's local backend does
@@ -94,18 +108,11 @@ def prepare_environment(project: str, env_manager: str = "virtualenv") -> Path:
     wait minutes for it (MXNet's takes about 100 s here). MLflow 3.17 has no public call that
     builds a project's environment without starting a run."""
     from mlflow.utils.environment import _PythonEnv
-    from mlflow.utils.virtualenv import (
-        _create_virtualenv,
-        _get_mlflow_virtualenv_root,
-        _get_virtualenv_name,
-    )
+    from mlflow.utils.virtualenv import _create_virtualenv
 
-    if env_manager not in BUILT_ENVIRONMENTS:
-        raise ConfigError(f"--env-manager {env_manager}: choose {' or '.join(BUILT_ENVIRONMENTS)}"
-                          " (the local manager uses this environment and builds nothing)")
     work_dir = project_dir(project)
     python_env = _PythonEnv.from_yaml(str(work_dir / "python_env.yaml"))
-    env_dir = Path(_get_mlflow_virtualenv_root()) / _get_virtualenv_name(python_env, work_dir)
+    env_dir = environment_dir(project, env_manager)
     with environment_lock(env_manager):
         try:
             _create_virtualenv(local_model_path=work_dir, python_env=python_env,

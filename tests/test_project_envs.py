@@ -40,13 +40,15 @@ def test_every_framework_and_runtime_has_a_project() -> None:
 
 def test_prepare_builds_mxnets_environment_once_and_says_where(cli_path: str) -> None:
     """``mlflow-dlaas prepare mxnet`` (``make demo`` / ``make test`` run it): the folder it
-    names is the environment MXNet's runs activate; a second call finds it built."""
+    names is the environment MXNet's runs activate; a second call finds it built and does not
+    say it builds."""
     first, again = (subprocess.run([cli_path, "prepare", "mxnet"], capture_output=True,
                                    text=True, timeout=900) for _ in range(2))
     assert first.returncode == 0, first.stderr
     folder = Path(first.stdout.strip().split(": ", 1)[1])
     assert (folder / "bin" / "activate").is_file()
     assert again.stdout == first.stdout
+    assert "building" not in again.stderr, again.stderr  # built: it says so only when it is not
     listed = subprocess.run([str(folder / "bin" / "python"), "-c",
                              "import numpy, mxnet; print(numpy.__version__)"],
                             capture_output=True, text=True, timeout=120)
