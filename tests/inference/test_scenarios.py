@@ -130,12 +130,13 @@ def test_the_rate_search_never_claims_more_than_a_queue_can_hold(tmp_path: Path)
     allowed = max(t for t in range(1, n) if min_passing_queries(t, 0.99) + t <= n)
     closed_form = 1 / mean_s - math.log(n / allowed) / (bound_ms / 1000.0)
     probes = [(round(p.target_qps), round(p.latency.p99_ms, 1), p.valid) for p in search.probes]
-    assert search.best_qps is not None, probes
-    assert search.best_qps <= 1.10 * closed_form, (probes, closed_form)
-    if search.best_qps < 0.5 * closed_form and co_load.cores > 0.05:
+    if search.best_qps is not None:
+        assert search.best_qps <= 1.10 * closed_form, (probes, closed_form)
+    if (search.best_qps or 0.0) < 0.5 * closed_form and co_load.cores > 0.05:
         pytest.skip(f"other processes used {co_load.cores:.2f} cores during the search: their "
                     "scheduling delays add to every latency, which the queue's formula "
-                    f"leaves out (found {search.best_qps}, formula {closed_form:.0f})")
+                    f"leaves out (found {search.best_qps}, formula {closed_form:.0f}; {probes})")
+    assert search.best_qps is not None, probes
     assert search.best_qps >= 0.5 * closed_form, (probes, closed_form)
     assert search.best_qps == max(p.target_qps for p in search.probes if p.valid)
     assert [rate for rate, _ in said] == [p.target_qps for p in search.probes]
