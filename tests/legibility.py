@@ -15,22 +15,23 @@ INFERENCE_METRIC_BUDGET = 84
 MAX_FINGERPRINT_TAGS = 20
 
 
-def assert_legible_in_the_ui(run: mlflow.entities.Run, *, max_metrics: int) -> None:
+def assert_legible_in_the_ui(run: mlflow.entities.Run, *, max_metrics: int,
+                             client: mlflow.MlflowClient | None = None) -> None:
     """The metric budget, the System metrics tab's series, few fingerprint tags, and every
-    other figure in artifacts."""
+    other figure in artifacts (read through ``client``, the current store's by default)."""
+    client = client or mlflow.MlflowClient()
     metrics = run.data.metrics
     assert len(metrics) <= max_metrics, f"{len(metrics)} metric keys: {sorted(metrics)}"
     for series in ("system/cpu_utilization_percentage", "system/process_tree_rss_megabytes",
                    "system/process_tree_cpu_percentage"):
         assert series in metrics, series
     assert not [k for k in metrics if k.startswith("monitor/")]
-    history = mlflow.MlflowClient().get_metric_history(run.info.run_id,
+    history = client.get_metric_history(run.info.run_id,
                                                        "system/process_tree_rss_megabytes")
     megabytes = [m.value for m in sorted(history, key=lambda m: m.step)]
     assert len(megabytes) >= 3 and all(1 < mb < 100_000 for mb in megabytes), megabytes  # MB
     fingerprint = [t for t in run.data.tags if t.startswith(TAG_PREFIX)]
     assert len(fingerprint) <= MAX_FINGERPRINT_TAGS, fingerprint
-    client = mlflow.MlflowClient()
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "environment", "monitor"} <= artifacts, artifacts
     assert "environment/fingerprint.json" in {

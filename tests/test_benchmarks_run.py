@@ -22,8 +22,8 @@ SMOKE = {
     "latency_fidelity.py": ["--runtimes", "onnxruntime", "--rounds", "1"],
     "libraries.py": ["--frameworks", "pytorch", "--settings", "allocator=jemalloc",
                      "--rounds", "1"],
-    "memory_fidelity.py": ["--rounds", "1", "--frameworks", "pytorch", "--runtimes",
-                           "onnxruntime"],
+    # its serving pair is latency_fidelity's (benchmarks/pairs.py): run once, there
+    "memory_fidelity.py": ["--rounds", "1", "--frameworks", "pytorch", "--runtimes"],
     "monitor_fidelity.py": ["--megabytes", "50", "--cpu-seconds", "0.3"],
     "monitor_overhead.py": ["--rounds", "1", "--scale", "0.05"],
     "trial_overhead.py": ["--trials", "1", "--env-managers", "local"],

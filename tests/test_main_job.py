@@ -17,6 +17,7 @@ from mlflow_dlaas.demo import (
     REPORT_DIR,
     SEARCH,
     SERVING,
+    TRAIN,
     TRAIN_FRAMEWORKS,
 )
 from mlflow_dlaas.libraries.settings import LIBRARY_SETTINGS
@@ -25,6 +26,7 @@ from mlflow_dlaas.report.publish import write_report
 from mlflow_dlaas.report.report import TABLE_BUILDERS, Workloads, build_report
 from mlflow_dlaas.report.tables import STATS_CONTRACT
 from tests.conftest import CommandResult, run_as_user, user_folder
+from tests.workloads.projects import assert_trained_lenet5
 
 pytestmark = pytest.mark.slow
 #: The tables of a user's own project (``project:`` studies), which the demo does not run.
@@ -182,6 +184,60 @@ def test_the_demo_measures_each_configuration_enough_times(demo: CommandResult) 
     assert set(configs.values()) == {REPLICATES}, configs
     if not any(r.data.tags.get("dlaas.validity") == "disturbed" for r in measured):
         assert "so repeat the runs" not in demo.stdout, demo.stdout[-3000:]
+
+
+def _configured_runs(demo: CommandResult, entry: str) -> list[mlflow.entities.Run]:
+    """The demo's training or serving runs (its study's trials apart)."""
+    return [r for r in _measured_runs(demo)
+            if r.data.tags["dlaas.entry"] == entry and r.data.tags.get("dlaas.study") is None]
+
+
+def test_the_demo_trains_lenet5_past_90_percent_on_every_framework(demo: CommandResult
+                                                                   ) -> None:
+    """Each framework's training runs (MXNet's in its own virtualenv, numpy 1.23): accuracy,
+    one parameter count, every headline figure, FLOPs and the peak, the model logged in its
+    own flavor and, from PyTorch and MXNet, its ONNX export for the other runtimes."""
+    client = mlflow.MlflowClient(tracking_uri=demo.store)
+    trained = _configured_runs(demo, "train")
+    assert {r.data.tags["dlaas.framework"] for r in trained} == set(TRAIN_FRAMEWORKS)
+    for run in trained:
+        framework = run.data.tags["dlaas.framework"]
+        assert_trained_lenet5(client, run, framework, epochs=TRAIN["epochs"])
+        assert run.data.tags["dlaas.model_flavor"] == (
+            "artifact (mxnet symbol + params)" if framework == "mxnet" else f"mlflow.{framework}")
+        if framework in ("pytorch", "mxnet"):
+            assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
+        else:
+            assert run.data.tags["dlaas.onnx"].startswith("not exported")
+    mxnet = [r for r in trained if r.data.tags["dlaas.framework"] == "mxnet"]
+    assert all(r.data.tags["dlaas.env.numpy_version"].startswith("1.23") for r in mxnet)
+
+
+def test_the_demo_studys_thread_counts_are_read_back_not_echoed(demo: CommandResult) -> None:
+    trials = [r for r in _measured_runs(demo) if r.data.tags.get("dlaas.study")]
+    assert {r.data.params["intra_op_threads"] for r in trials} == {"1", "2"}
+    for trial in trials:
+        assert trial.data.params["in_force_intra_op_threads"] == \
+            trial.data.params["intra_op_threads"]
+
+
+def test_the_demo_serves_every_trained_model_and_checks_it_against_its_framework(
+        demo: CommandResult) -> None:
+    """Each runtime serves the model the demo trained for it (MXNet's in its virtualenv;
+    ONNX Runtime and OpenVINO PyTorch's export), its outputs checked against the framework
+    that trained it before any timing."""
+    trained = {(r.data.tags["dlaas.framework"], r.info.run_id)
+               for r in _configured_runs(demo, "train")}
+    served = _configured_runs(demo, "infer")
+    assert {r.data.tags["dlaas.runtime"] for r in served} == {s[0] for s in SERVING}
+    sources = {runtime: source for runtime, source, _ in SERVING}
+    for run in served:
+        source = sources[run.data.tags["dlaas.runtime"]]
+        assert run.info.status == "FINISHED"
+        assert run.data.params["reference_framework"] == source
+        assert (source, run.data.params["model_uri"].removeprefix("runs:/")) in trained
+        assert run.data.metrics["equivalence/max_abs_error"] < 1e-3
+        assert run.data.metrics["offline/throughput_samples_per_second"] > 0
 
 
 def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:

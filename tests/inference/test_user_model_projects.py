@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from mlflow_dlaas.runs.schema import REASON_TAG
+from mlflow_dlaas.workloads.infer_worker import AUTO_RATE_BACKOFFS
 from tests.conftest import only_finished_run, runs_of, skip_unless_installed
 from tests.inference.test_user_model import write_two_input_onnx
 from tests.workloads.projects import mlflow_run
@@ -41,11 +42,16 @@ def test_any_onnx_file_is_benchmarked_in_every_scenario(tracking: str, tmp_path:
     assert [h.step for h in client.get_metric_history(run.info.run_id,
                                                       "multi_stream/latency_p99_ms")] == [4]
     curve = client.get_metric_history(run.info.run_id, "server_load/latency_p99_ms")
-    assert len(curve) == m["server/rate_search_probes"] >= 2  # every probe, step = offered QPS
+    # every probe is a point, step = offered QPS; so is each automatic rate the runtime fell
+    # behind before the search began (a busy machine: the target is halved, a few times at most)
+    probes = m["server/rate_search_probes"]
+    assert 2 <= probes <= len(curve) <= probes + AUTO_RATE_BACKOFFS, (probes, len(curve))
     tags = run.data.tags
     assert tags["dlaas.loadgen_result"].startswith(("VALID", "INVALID ("))
     if "Headline/server_max_qps_within_p99_bound" in m:  # LoadGen judged a probe VALID: within it
         assert m["Headline/server_p99_at_max_qps_ms"] <= 20
+        best = max(1, round(m["Headline/server_max_qps_within_p99_bound"]))
+        assert best in {point.step for point in curve}
         assert tags["dlaas.server_rate_search"] in ("converged", "stopped at its time budget")
     else:
         assert tags["dlaas.server_rate_search"].startswith("no rate met p99 <= 20 ms")

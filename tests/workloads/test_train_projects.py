@@ -10,12 +10,10 @@ import shutil
 import mlflow
 import pytest
 
-from mlflow_dlaas.models import get_model
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.runs.schema import REASON_TAG
 from tests.conftest import runs_of
-from tests.legibility import TRAINING_METRIC_BUDGET, assert_legible_in_the_ui
-from tests.workloads.projects import mlflow_run
+from tests.workloads.projects import assert_flops_and_peak, assert_trained_lenet5, mlflow_run
 
 pytestmark = pytest.mark.slow
 SHORT = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
@@ -26,64 +24,6 @@ SHORT = {"model": "lenet5", "dataset": "mnist5k", "epochs": 2, "batch_size": 64,
 def _only_run(experiment: str):
     (run,) = runs_of(experiment)
     return run
-
-
-def _assert_trained(experiment: str, framework: str) -> mlflow.entities.Run:
-    run = _only_run(experiment)
-    assert run.info.status == "FINISHED", run.data.tags.get(REASON_TAG)
-    m = run.data.metrics
-    assert m["Headline/test_accuracy"] >= 0.90
-    assert m["parameter_count"] == 431_080
-    for key in ("Headline/train_time_seconds", "test_time_seconds",
-                "Headline/time_to_accuracy_seconds", "Headline/train_samples_per_second",
-                "Headline/peak_memory_megabytes", "Headline/cpu_seconds",
-                "train/proc_cpu_seconds", "run/peak_proc_rss_megabytes", "load/duration_seconds",
-                "warmup/duration_seconds", "eval/duration_seconds"):
-        assert m[key] > 0, key
-    client = mlflow.MlflowClient()
-    history = client.get_metric_history(run.info.run_id, "test_accuracy")
-    assert [h.step for h in history] == [1, 2]
-    assert run.data.params["in_force_intra_op_threads"]
-    assert run.data.tags["dlaas.framework"] == framework
-    assert run.data.tags["dlaas.env.cpu_model"]
-    assert_legible_in_the_ui(run, max_metrics=TRAINING_METRIC_BUDGET)
-    assert run.info.run_name.startswith(f"{framework}-lenet5-bs")
-    (dataset,) = run.inputs.dataset_inputs
-    assert dataset.dataset.name == "mnist5k" and len(dataset.dataset.digest) == 12
-    assert "test accuracy" in run.data.tags["mlflow.note.content"]
-    _assert_flops_and_peak(run, "lenet5", (1, 28, 28), 10)
-    return run
-
-
-def _assert_flops_and_peak(run: mlflow.entities.Run, model: str, shape: tuple[int, int, int],
-                           classes: int) -> None:
-    """The spec's FLOPs, the rate achieved, and the peak it is held against (this machine
-    is x86: a peak can be derived, and the tag says how)."""
-    m, spec = run.data.metrics, get_model(model)
-    assert m["model_forward_flops_per_sample"] == spec.forward_flops(shape, classes)
-    assert m["model_training_flops_per_sample"] == spec.training_flops(shape, classes)
-    assert m["train_gflops_per_second"] > 0 and m["test_gflops_per_second"] > 0
-    assert m["cpu_fp32_peak_gflops_per_second"] > 0
-    assert 0 < m["fraction_of_peak"] <= 1
-    assert re.fullmatch(r"\d+ cores x [\d.]+ MHz x \d+ FP32 FLOPs/cycle \(.+\) = [\d.]+ "
-                        r"GFLOP/s", run.data.tags["dlaas.peak"]), run.data.tags["dlaas.peak"]
-
-
-@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
-def test_lenet5_trains_to_90_percent_in_the_main_env(tracking: str, framework: str) -> None:
-    module = {"pytorch": "torch", "tensorflow": "tensorflow"}[framework]
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed here (extra: {framework})")
-    out = mlflow_run(framework, tracking, {**SHORT, "intra_op_threads": 1})
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = _assert_trained(tracking, framework)
-    assert run.data.params["in_force_intra_op_threads"] == "1"  # read back, not echoed
-    flavor = run.data.tags["dlaas.model_flavor"]
-    assert flavor == f"mlflow.{framework}"
-    if framework == "pytorch":
-        assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
-    else:
-        assert run.data.tags["dlaas.onnx"].startswith("not exported")
 
 
 def test_an_imagenet_model_trains_on_synthetic_data_for_a_number_of_steps(tracking: str
@@ -103,7 +43,7 @@ def test_an_imagenet_model_trains_on_synthetic_data_for_a_number_of_steps(tracki
     assert run.data.tags["dlaas.accuracy"] == "not measured (synthetic data)"
     assert not [k for k in m if "accuracy" in k or k.endswith("target_reached")], sorted(m)
     assert "eval/duration_seconds" not in m  # no per-epoch evaluation of random labels
-    _assert_flops_and_peak(run, "mobilenet_v2", (3, 224, 224), 1000)
+    assert_flops_and_peak(run, "mobilenet_v2", (3, 224, 224), 1000)
     headline = [line for line in (out.stdout + out.stderr).splitlines()
                 if "training time" in line]
     assert headline and "accuracy" not in headline[-1], headline
@@ -115,7 +55,7 @@ def test_mxnet_trains_in_its_own_virtualenv(tracking: str) -> None:
     out = mlflow_run("mxnet", tracking, {**SHORT, "inter_op_threads": 1, "blas_threads": 1},
                      env_manager="virtualenv", timeout=1500)
     assert out.returncode == 0, out.stderr[-3000:]
-    run = _assert_trained(tracking, "mxnet")
+    run = assert_trained_lenet5(mlflow.MlflowClient(), _only_run(tracking), "mxnet")
     assert run.data.tags["dlaas.env.numpy_version"].startswith("1.23")
     assert run.data.tags["dlaas.onnx"] == "onnx/model.onnx"
     assert run.data.params["in_force_inter_op_threads"] == "1"
