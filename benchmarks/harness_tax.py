@@ -6,7 +6,7 @@ script's, alternating in ABBA order. MXNet runs in its own virtualenv when it ex
 Goal: within 3 % for PyTorch and TensorFlow.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow mxnet] [--rounds 5]
-        [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; PyTorch, TensorFlow)
+        [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; all three)
 """
 
 from __future__ import annotations

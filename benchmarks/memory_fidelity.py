@@ -9,7 +9,7 @@ processes' peaks are printed beside (ours: the worker's ``run`` phase; bare: ``w
 
     .venv/bin/python benchmarks/memory_fidelity.py [--rounds 3] [--frameworks pytorch ...]
         [--runtimes onnxruntime ...]   (an empty list skips that part)
-        [--model resnet50]   (ResNet-50 at 224x224: training on PyTorch and TensorFlow;
+        [--model resnet50]   (ResNet-50 at 224x224: training on all three frameworks;
                               serving on PyTorch, ONNX Runtime, OpenVINO, batch 1 and 32)
 """
 

@@ -28,7 +28,7 @@ TRAIN_PARAMS = ["--epochs", "3", "--batch_size", "64", "--learning_rate", "0.01"
                 "--momentum", "0.9", "--warmup_steps", "5", "--log_model", "false"]
 #: ResNet-50 on synthetic ImageNet-size data: warm-up, then a bounded number of steps
 #: the frameworks ``bare/train_resnet50.py`` writes ResNet-50 in
-RESNET50_BARE_FRAMEWORKS = ("pytorch", "tensorflow")
+RESNET50_BARE_FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
 RESNET50_PARAMS = ["--model", "resnet50", "--dataset", "synthetic_imagenet", "--epochs", "0",
                    "--max_steps", "10", "--batch_size", "16", "--warmup_steps", "2",
                    "--learning_rate", "0.01", "--momentum", "0.9", "--log_model", "false"]
@@ -87,8 +87,8 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
 
 def train_pair(framework: str, python: str, model: str = "lenet5"
                ) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
-    """(ours, bare) for LeNet-5 training in ``framework``, or ResNet-50 (PyTorch and
-    TensorFlow: the bare side is a hand-written ResNet-50 in each)."""
+    """(ours, bare) for LeNet-5 training in ``framework``, or ResNet-50 (the bare side is a
+    hand-written ResNet-50 in each framework; MXNet's runs in its virtualenv)."""
     if model == "resnet50":
         if framework not in RESNET50_BARE_FRAMEWORKS:
             raise ValueError(f"the ResNet-50 bare script has no {framework} side")

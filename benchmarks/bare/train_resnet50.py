@@ -1,15 +1,16 @@
-"""A textbook ResNet-50 training script in PyTorch or TensorFlow, independent of mlflow-dlaas
-(the benchmarks' reference at ImageNet size).
+"""A textbook ResNet-50 training script in PyTorch, TensorFlow or MXNet, independent of
+mlflow-dlaas (the benchmarks' reference at ImageNet size).
 
 He et al.'s ResNet-50 written out by hand as torchvision lays it out (bottleneck blocks
-[3, 4, 6, 3], stride in the 3x3 convolution, 25,557,032 parameters), in PyTorch modules or
-Keras layers (channels last, a ``tf.function`` GradientTape step), 256 seeded random
+[3, 4, 6, 3], stride in the 3x3 convolution, 25,557,032 parameters), in PyTorch modules,
+Keras layers (channels last, a ``tf.function`` GradientTape step) or Gluon hybrid blocks
+(hybridized with static allocation, run in MXNet's own virtualenv), 256 seeded random
 3x224x224 images with random labels among 1,000 classes (as our ``synthetic_imagenet``),
 SGD 0.01 momentum 0.9, ``--warmup_steps`` steps, then ``--steps`` timed steps of
 ``--batch_size``. Prints one JSON line: samples/s over the timed steps and the kernel's peak
 RSS inside them (its high-water mark restarted where they begin).
 
-    python benchmarks/bare/train_resnet50.py [--framework pytorch|tensorflow] [--steps 10]
+    python benchmarks/bare/train_resnet50.py [--framework pytorch|tensorflow|mxnet] [--steps 10]
         [--batch_size 16] [--warmup_steps 2]
 """
 
@@ -115,18 +116,76 @@ def tensorflow_step() -> Step:
     return step
 
 
+def mxnet_step() -> Step:
+    """The same ResNet-50 in Gluon hybrid blocks and its SGD step (MXNet 1.9)."""
+    import mxnet as mx
+    from mxnet import autograd, gluon
+    from mxnet.gluon import nn
+
+    def conv_bn(block: nn.HybridSequential, channels: int, kernel: int, stride: int = 1,
+                relu: bool = True) -> None:
+        block.add(nn.Conv2D(channels, kernel, stride, kernel // 2, use_bias=False),
+                  nn.BatchNorm(momentum=0.9, epsilon=1e-5))
+        if relu:
+            block.add(nn.Activation("relu"))
+
+    class Bottleneck(gluon.HybridBlock):
+        def __init__(self, cin: int, width: int, stride: int) -> None:
+            super().__init__()
+            cout = width * 4
+            with self.name_scope():
+                self.body = nn.HybridSequential()
+                conv_bn(self.body, width, 1)
+                conv_bn(self.body, width, 3, stride)
+                conv_bn(self.body, cout, 1, relu=False)
+                self.down = nn.HybridSequential()
+                if stride != 1 or cin != cout:
+                    conv_bn(self.down, cout, 1, stride, relu=False)
+
+        def hybrid_forward(self, F, x):  # noqa: N803 - Gluon's name
+            return F.relu(self.body(x) + (self.down(x) if len(self.down) else x))
+
+    net = nn.HybridSequential()
+    conv_bn(net, 64, 7, 2)
+    net.add(nn.MaxPool2D(3, 2, 1))
+    cin = 64
+    for stage, blocks in enumerate(STAGES):
+        width = 64 * 2 ** stage
+        for index in range(blocks):
+            net.add(Bottleneck(cin, width, 2 if stage and not index else 1))
+            cin = width * 4
+    net.add(nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dense(CLASSES))
+    net.initialize(mx.init.Xavier())
+    net.hybridize(static_alloc=True, static_shape=True)
+    trainer = gluon.Trainer(net.collect_params(), "sgd",
+                            {"learning_rate": LR, "momentum": MOMENTUM})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step(xb: np.ndarray, yb: np.ndarray) -> None:
+        data, label = mx.nd.array(xb), mx.nd.array(yb)
+        with autograd.record():
+            loss = loss_fn(net(data), label)
+        loss.backward()
+        trainer.step(len(xb))
+        loss.wait_to_read()  # MXNet's engine is asynchronous: the step ends here
+
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--framework", choices=("pytorch", "tensorflow"), default="pytorch")
+    parser.add_argument("--framework", choices=("pytorch", "tensorflow", "mxnet"),
+                        default="pytorch")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--warmup_steps", type=int, default=2)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    shape = (IMAGES, 3, 224, 224) if args.framework == "pytorch" else (IMAGES, 224, 224, 3)
+    shape = (IMAGES, 224, 224, 3) if args.framework == "tensorflow" else (IMAGES, 3, 224, 224)
     x = rng.random(shape, dtype=np.float32)
     y = rng.integers(0, CLASSES, IMAGES)
-    step = {"pytorch": pytorch_step, "tensorflow": tensorflow_step}[args.framework]()
+    step = {"pytorch": pytorch_step, "tensorflow": tensorflow_step,
+            "mxnet": mxnet_step}[args.framework]()
 
     def batch(i: int) -> None:
         start = (i * args.batch_size) % IMAGES

@@ -52,3 +52,18 @@ def test_missing_framework_names_how_to_install_it(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(MissingDependencyError, match=r"mlflow-dlaas\[torch\]"):
         get_framework("pytorch").load()
+
+
+@pytest.mark.parametrize(("environ", "machine", "expected"), [
+    ({}, "x86_64", 1),  # MXNet halves the processors on x86: 2 cores, 1 operator thread
+    ({"OMP_NUM_THREADS": "2"}, "x86_64", 2),
+    ({"MXNET_OMP_MAX_THREADS": "3", "OMP_NUM_THREADS": "2"}, "x86_64", 3),
+    ({}, "aarch64", 2),
+])
+def test_mxnets_operator_threads_follow_its_engines_rule(
+        environ: dict, machine: str, expected: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What MXNet's operators run on, not what OpenMP's pool says (2 here in every case)."""
+    from mlflow_dlaas.frameworks import mxnet
+
+    monkeypatch.setattr(mxnet.platform, "machine", lambda: machine)
+    assert mxnet.operator_threads(environ, processors=2, openmp_max=2) == expected
