@@ -113,7 +113,7 @@ def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
                 *(c.heading for c in columns)]
     cells, hints = [], []
     for _, row in stats.sort_values(["system", *settings]).iterrows():
-        cells.append([str(row["system"]), *(setting_text(row[s]) for s in settings),
+        cells.append([str(row["system"]), *(_setting_cell(row, s) for s in settings),
                       str(row["runs"]),
                       *(_cell(row, c) for c in columns)])
         hints.append([""] * (len(settings) + 2) + [_hint(row, c) for c in columns])
@@ -160,6 +160,17 @@ def _why(metric: str, rows: pd.DataFrame) -> str:
     if metric == PEAK_MEMORY:
         return f" (they logged neither {PEAK_MEMORY} nor {TREE_PEAK})"
     return ""
+
+
+def _setting_cell(row: pd.Series, column: str) -> str:
+    """A setting's cell; an unset thread count with the count its run read back
+    (``default (1)``: MXNet's default on a 2-core x86 machine is one thread), where that is a
+    real count (TensorFlow's 0 means "its own default")."""
+    text = setting_text(row[column])
+    in_force = setting_text(row.get(column.replace("params.", "params.in_force_", 1)))
+    if text == "default" and in_force.isdigit() and in_force != "0":
+        return f"default ({in_force})"
+    return text
 
 
 def setting_text(value: object, width: int = 32) -> str:

@@ -35,3 +35,16 @@ def test_a_users_model_names_its_runs() -> None:
     assert config.model == "resnet50"
     assert InferConfig.from_params({"runtime": "pytorch", "model_uri": "models:/tiny/3"}
                                    ).model == "tiny"
+
+
+def test_an_unset_thread_count_shows_what_was_in_force() -> None:
+    """MXNet's default on a 2-core x86 machine is one thread: the reader sees it; TensorFlow's
+    read-back 0 ("its own default") says nothing more and is left out."""
+    rows = pd.DataFrame({
+        "run_id": ["a", "b", "c"], "entry": "train", "system": ["mxnet", "pytorch", "tensorflow"],
+        "params.intra_op_threads": ["", "2", ""],
+        "params.in_force_intra_op_threads": ["1", "2", "0"],
+        "metrics.train_time_seconds": [1.0, 2.0, 1.5]})
+    table = comparison_table("Training", rows, INFERENCE_COLUMNS)
+    column = table.headings.index("intra_op_threads")
+    assert [row[column] for row in table.cells] == ["default (1)", "2", "default"]
