@@ -69,3 +69,18 @@ def test_measured_phases_too_short_to_judge_are_judged_by_the_whole_run() -> Non
     assert judge(summary, ("test",), 2, ValidityThresholds()).status == DISTURBED
     del summary["run/duration_seconds"]  # no whole-run window: the short phase is all there is
     assert judge(summary, ("test",), 2, ValidityThresholds()).status == DISTURBED
+
+
+def test_the_whole_run_is_judged_over_the_span_the_monitor_sampled() -> None:
+    """A measured tree's CPU counts from its start (4 s of it before the first sample), the
+    machine's from the first sample: held against each other, 1.5 cores of other processes
+    would vanish."""
+    summary = {"test/duration_seconds": 0.1, "test/sys_cpu_busy_seconds": 0.2,
+               "test/proc_cpu_seconds": 0.2,
+               "run/duration_seconds": 4.0, "run/sys_cpu_busy_seconds": 10.0,
+               "run/proc_cpu_seconds": 8.0,
+               "run/monitored_duration_seconds": 4.0, "run/monitored_sys_cpu_busy_seconds": 10.0,
+               "run/monitored_proc_cpu_seconds": 4.0}
+    verdict = judge(summary, ("test",), 2, ValidityThresholds())
+    assert verdict.status == DISTURBED, verdict.reason
+    assert "other processes used 1.50 of 2 cores during run" in verdict.reason

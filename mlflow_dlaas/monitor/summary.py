@@ -11,6 +11,7 @@ import numpy as np
 from mlflow_dlaas.monitor.metrics import is_counter
 from mlflow_dlaas.monitor.timeline import PhaseWindow, Sample, Timeline
 from mlflow_dlaas.runs.schema import (
+    MONITORED,
     PHASE_DURATION,
     PROC_HWM_RSS,
     PROC_RSS,
@@ -64,10 +65,23 @@ def summarize(timeline: Timeline) -> dict[str, float]:
                 summary[f"{name}/{found.group(1)}_energy_joules"] = sum(
                     _integral(_within(samples, times, w), key) for w in spans
                 )
+    summary.update(_monitored_span(samples, keys))
     peaks = [v for k, v in summary.items() if k.endswith(f"/peak_{RSS}")]
     if peaks:  # a phase's peak between samples is the run's too
         summary[f"{RUN_PHASE}/peak_{RSS}"] = max(peaks)
     return summary
+
+
+def _monitored_span(samples: tuple[Sample, ...], keys: list[str]) -> dict[str, float]:
+    """``run/monitored_*``: the counters' increases from the first sample to the last (a
+    process's CPU before the monitor's first sample is in ``run/`` but no machine-wide
+    counter saw that time)."""
+    first, last = samples[0], samples[-1]
+    span = {f"{RUN_PHASE}/{MONITORED}{PHASE_DURATION}": last.t_s - first.t_s}
+    for key in keys:
+        if is_counter(key) and key in first.values and key in last.values:
+            span[f"{RUN_PHASE}/{MONITORED}{key}"] = last.values[key] - first.values[key]
+    return span
 
 
 def _within(samples: tuple[Sample, ...], times: list[float], w: PhaseWindow) -> list[Sample]:

@@ -164,6 +164,10 @@ MEMORY_PRESSURE = "memory_pressure_percent"
 # A phase's statistics, under ``{phase}/`` (the monitor's, as the run logs them); the phase
 # ``run`` spans the whole run
 RUN_PHASE = "run"
+#: ``run/{MONITORED}{key}``: a counter's increase (and the duration) between the monitor's
+#: first and last samples. A measured tree's CPU counts from its start, the machine's from
+#: the monitor's first sample: the validity verdict holds them against each other only here.
+MONITORED = "monitored_"
 PHASE_DURATION = "duration_seconds"
 #: A phase's peak memory in the monitor's summary (bytes; logged as PHASE_PEAK_MEMORY)
 PHASE_PEAK_RSS = f"peak_{PROC_RSS}"

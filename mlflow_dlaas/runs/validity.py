@@ -18,6 +18,7 @@ from mlflow_dlaas.runs.schema import (
     HARNESS_CORES,
     HARNESS_CPU_SECONDS,
     MEMORY_PRESSURE,
+    MONITORED,
     OTHER_CORES,
     PHASE_DURATION,
     PROC_CPU_SECONDS,
@@ -94,7 +95,7 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
     note = ""
     if not judged:
         measured_s = sum(summary[f"{p}/{PHASE_DURATION}"] for p in present)
-        if summary.get(f"{RUN_PHASE}/{PHASE_DURATION}", 0.0) >= MIN_JUDGED_S:
+        if summary.get(f"{_span(summary, RUN_PHASE)}{PHASE_DURATION}", 0.0) >= MIN_JUDGED_S:
             judged = [RUN_PHASE]
             note = (f"; the measured phases ({measured_s:.2f} s in all) are too short to "
                     "judge alone, so the whole run was judged")
@@ -114,18 +115,27 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
 
 
 def _phase_figures(summary: Mapping[str, float], phase: str, cores: int) -> dict[str, float]:
-    duration = summary[f"{phase}/{PHASE_DURATION}"]
-    harness = summary.get(f"{phase}/{HARNESS_CPU_SECONDS}", 0.0)
-    others = summary.get(f"{phase}/{SYS_CPU_BUSY}", 0.0) - summary.get(
-        f"{phase}/{PROC_CPU_SECONDS}", 0.0) - harness
+    """Other processes' cores, ours and the hypervisor's steal over ``phase``; for the whole
+    run, over the span the monitor sampled (``run/monitored_*``, where the summary has it)."""
+    span = _span(summary, phase)
+    duration = summary[f"{span}{PHASE_DURATION}"]
+    harness = summary.get(f"{span}{HARNESS_CPU_SECONDS}", 0.0)
+    others = summary.get(f"{span}{SYS_CPU_BUSY}", 0.0) - summary.get(
+        f"{span}{PROC_CPU_SECONDS}", 0.0) - harness
     found = {OTHER_CORES: max(others, 0.0) / duration,
              HARNESS_CORES: harness / duration,
-             STEAL_FRACTION: summary.get(f"{phase}/{SYS_CPU_STEAL}", 0.0)
+             STEAL_FRACTION: summary.get(f"{span}{SYS_CPU_STEAL}", 0.0)
              / (duration * max(cores, 1))}
     pressure = summary.get(f"{phase}/peak_{SYS_MEMORY_PRESSURE}")
     if pressure is not None:
         found[MEMORY_PRESSURE] = pressure
     return found
+
+
+def _span(summary: Mapping[str, float], phase: str) -> str:
+    """The key prefix of ``phase``'s figures: ``run/monitored_`` where the summary has it."""
+    return (f"{phase}/{MONITORED}" if f"{phase}/{MONITORED}{PHASE_DURATION}" in summary
+            else f"{phase}/")
 
 
 def _problems(phase: str, found: Mapping[str, float], cores: int,

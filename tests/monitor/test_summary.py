@@ -50,3 +50,16 @@ def test_timeline_csv_has_one_row_per_sample() -> None:
 
 def test_empty_timeline_gives_no_summary() -> None:
     assert summarize(Timeline(0.0, (), ())) == {}
+
+
+def test_the_monitored_span_counts_only_from_the_first_sample() -> None:
+    """A phase that began before the first sample takes a since-start counter whole; the
+    monitored span, which the validity verdict reads, does not."""
+    samples = tuple(Sample(t, {"proc_cpu_seconds": 3.0 + t, "sys_cpu_busy_seconds": 2 * t})
+                    for t in (0.0, 1.0, 2.0))
+    s = summarize(Timeline(start_wall_s=0.0, samples=samples,
+                           phases=(PhaseWindow("load", -0.5, 2.0),)))
+    assert s["run/proc_cpu_seconds"] == pytest.approx(5.0)
+    assert s["run/monitored_proc_cpu_seconds"] == pytest.approx(2.0)
+    assert s["run/monitored_sys_cpu_busy_seconds"] == pytest.approx(4.0)
+    assert s["run/monitored_duration_seconds"] == pytest.approx(2.0)
