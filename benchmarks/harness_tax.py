@@ -6,6 +6,7 @@ script's, alternating in ABBA order. MXNet runs in its own virtualenv when it ex
 Goal: within 3 % for PyTorch and TensorFlow.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow mxnet] [--rounds 5]
+        [--epochs 3]   (LeNet-5's timed epochs)
         [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; all three)
 """
 
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--frameworks", nargs="+", default=["pytorch", "tensorflow", "mxnet"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
+    parser.add_argument("--epochs", type=int, default=3, help="LeNet-5's timed epochs")
     args = parser.parse_args()
     for framework in args.frameworks:
         if args.model == "resnet50" and framework not in RESNET50_BARE_FRAMEWORKS:
@@ -34,7 +36,8 @@ def main() -> None:
         if python is None:
             print(f"{framework}: skipped, no MXNet environment")
             continue
-        mine, theirs = alternate(*train_pair(framework, python, args.model), args.rounds)
+        pair = train_pair(framework, python, args.model, args.epochs)
+        mine, theirs = alternate(*pair, args.rounds)
         ours, bare = median(mine, KEY), median(theirs, KEY)
         disturbed = sum(f.validity != "valid" for f in mine)
         print(f"{framework} {args.model:8s} ours {ours:8.1f} samples/s ({spread(mine, KEY)})  bare "

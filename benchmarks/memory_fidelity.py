@@ -8,6 +8,7 @@ Fresh processes, alternating. Goal: within max(5 %, 20 MiB) of the bare script. 
 processes' peaks are printed beside (ours: the worker's ``run`` phase; bare: ``wait4``).
 
     .venv/bin/python benchmarks/memory_fidelity.py [--rounds 3] [--frameworks pytorch ...]
+        [--epochs 3]   (LeNet-5's timed epochs)
         [--runtimes onnxruntime ...]   (an empty list skips that part)
         [--model resnet50]   (ResNet-50 at 224x224: training on all three frameworks;
                               serving on PyTorch, ONNX Runtime, OpenVINO, batch 1 and 32)
@@ -52,6 +53,7 @@ def main() -> None:
     parser.add_argument("--runtimes", nargs="*",
                         default=["pytorch", "tensorflow", "onnxruntime", "openvino"])
     parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
+    parser.add_argument("--epochs", type=int, default=3, help="LeNet-5's timed epochs")
     args = parser.parse_args()
     if args.frameworks:
         for framework in args.frameworks:
@@ -64,8 +66,8 @@ def main() -> None:
                 print(f"train {framework}: skipped, no MXNet environment (run "
                       "`mlflow run projects/mxnet --env-manager virtualenv` once)")
                 continue
-            report(f"train {framework} {args.model}",
-                   *alternate(*train_pair(framework, python, args.model), args.rounds))
+            pair = train_pair(framework, python, args.model, args.epochs)
+            report(f"train {framework} {args.model}", *alternate(*pair, args.rounds))
     if args.runtimes:
         with tempfile.TemporaryDirectory() as tmp:
             onnx = fresh_onnx(Path(tmp), args.model)

@@ -24,7 +24,7 @@ from mlflow_dlaas.runs import schema
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MIB = 2**20
-TRAIN_PARAMS = ["--epochs", "3", "--batch_size", "64", "--learning_rate", "0.01",
+TRAIN_PARAMS = ["--batch_size", "64", "--learning_rate", "0.01",
                 "--momentum", "0.9", "--warmup_steps", "5", "--log_model", "false"]
 #: ResNet-50 on synthetic ImageNet-size data: warm-up, then a bounded number of steps
 #: the frameworks ``bare/train_resnet50.py`` writes ResNet-50 in
@@ -85,10 +85,11 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
                        run.data.tags.get("dlaas.validity", ""))
 
 
-def train_pair(framework: str, python: str, model: str = "lenet5"
+def train_pair(framework: str, python: str, model: str = "lenet5", epochs: int = 3
                ) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
-    """(ours, bare) for LeNet-5 training in ``framework``, or ResNet-50 (the bare side is a
-    hand-written ResNet-50 in each framework; MXNet's runs in its virtualenv)."""
+    """(ours, bare) for LeNet-5 training in ``framework`` (``epochs`` timed epochs), or
+    ResNet-50 (the bare side is a hand-written ResNet-50 in each framework; MXNet's runs in
+    its virtualenv)."""
     if model == "resnet50":
         if framework not in RESNET50_BARE_FRAMEWORKS:
             raise ValueError(f"the ResNet-50 bare script has no {framework} side")
@@ -96,9 +97,9 @@ def train_pair(framework: str, python: str, model: str = "lenet5"
         bare_command = [python, str(HERE / "bare" / "train_resnet50.py"), "--framework",
                         framework]
     else:
-        params = TRAIN_PARAMS
+        params = ["--epochs", str(epochs), *TRAIN_PARAMS]
         bare_command = [python, str(HERE / "bare" / "train_lenet.py"), "--framework",
-                        framework, "--epochs", "3"]
+                        framework, "--epochs", str(epochs)]
     ours = lambda: _run_ours(python, "mlflow_dlaas.workloads.train",  # noqa: E731
                              ["--framework", framework, *params],
                              {"train_samples_per_second": schema.TRAIN_THROUGHPUT})

@@ -18,12 +18,13 @@ pytestmark = pytest.mark.slow
 #: script -> its smallest settings (one round, the cheapest framework or runtime)
 SMOKE = {
     "compare_scale.py": ["--runs", "20"],
-    "harness_tax.py": ["--frameworks", "pytorch", "--rounds", "1"],
+    "harness_tax.py": ["--frameworks", "pytorch", "--rounds", "1", "--epochs", "1"],
     "latency_fidelity.py": ["--runtimes", "onnxruntime", "--rounds", "1"],
     "libraries.py": ["--frameworks", "pytorch", "--settings", "allocator=jemalloc",
                      "--rounds", "1"],
     # its serving pair is latency_fidelity's (benchmarks/pairs.py): run once, there
-    "memory_fidelity.py": ["--rounds", "1", "--frameworks", "pytorch", "--runtimes"],
+    "memory_fidelity.py": ["--rounds", "1", "--epochs", "1", "--frameworks", "pytorch",
+                           "--runtimes"],
     "monitor_fidelity.py": ["--megabytes", "50", "--cpu-seconds", "0.3"],
     "monitor_overhead.py": ["--rounds", "1", "--scale", "0.05"],
     "trial_overhead.py": ["--trials", "1", "--env-managers", "local"],

@@ -130,8 +130,8 @@ def test_a_hopeless_trial_is_pruned_before_its_next_epoch(
     # grid order with seed 3: 0.03, 0.05, then the hopeless 1e-6 (after the 2 startup trials)
     spec = write_spec(tmp_path, name=name, sampler="grid", seed=3, pruner="median",
                       n_trials=3, search_space={"learning_rate": [0.05, 0.03, 1e-6]},
-                      fixed={"model": "mlp", "dataset": "mnist5k", "epochs": 4,
-                             "batch_size": 16, "warmup_steps": 0, "log_model": "false"})
+                      fixed={"model": "mlp", "dataset": "digits", "epochs": 4,
+                             "batch_size": 32, "warmup_steps": 0, "log_model": "false"})
     out = study_cli(cli_path, spec)
     assert out.returncode == 0, out.stderr[-3000:]
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
