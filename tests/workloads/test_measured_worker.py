@@ -123,7 +123,7 @@ def test_a_silent_worker_is_stopped_after_the_stall_timeout(tracking: str) -> No
     # an MLP on 8x8 digits reports an epoch every second or two, until it is stopped
     entry = _entry("train", tracking, ["--framework", "pytorch", "--model", "mlp", "--dataset",
                                        "digits", "--epochs", "1000000", "--log_model", "false",
-                                       "--stall_timeout_s", "10"])
+                                       "--stall_timeout_s", "5"])
     worker = _worker_of(entry)
     deadline = time.monotonic() + 120
     while not _has_metric(tracking, "test_accuracy") and time.monotonic() < deadline:
