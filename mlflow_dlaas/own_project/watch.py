@@ -34,7 +34,7 @@ from mlflow_dlaas.own_project.settings import pinned_children
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
 from mlflow_dlaas.runs.curation import curated_validity, headline_figures
 from mlflow_dlaas.runs.schema import MAPPED_TAG, RUN_PHASE
-from mlflow_dlaas.runs.validity import ValidityThresholds, Verdict, judge
+from mlflow_dlaas.runs.validity import ValidityThresholds, ValidityVerdict, judge
 
 READBACK_ARTIFACT = "libraries/readback.json"
 SUMMARY_ARTIFACT = "summary.json"
@@ -76,7 +76,7 @@ class _Mapped:
 class WatchOutcome:
     """What the watch found: the verdict, and the asked settings the process did not take."""
 
-    verdict: Verdict
+    verdict: ValidityVerdict
     problems: tuple[str, ...]
     result: MonitorResult
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.report.screening import verdicts
+from mlflow_dlaas.report.screening import validity_of
 from mlflow_dlaas.runs.validity import VALID
 
 #: the host of runs logged without a ``dlaas.host`` tag
@@ -33,7 +33,7 @@ def hosts(runs: pd.DataFrame) -> list[Host]:
     if runs.empty:
         return []
     names = runs["host"] if "host" in runs else pd.Series(UNKNOWN_HOST, index=runs.index)
-    valid = verdicts(runs) == VALID
+    valid = validity_of(runs) == VALID
     found = []
     for name, group in runs.groupby(names, sort=True):
         models = group["cpu_model"].dropna() if "cpu_model" in group else pd.Series([])

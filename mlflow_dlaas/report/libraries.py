@@ -77,7 +77,7 @@ def _row(system: str, column: str, value: str, chosen: pd.DataFrame, base: pd.Da
         got = _values(chosen, key)
         ref = _values(base, key)
         ratio = _median(got) / _median(ref) if got and ref and _median(ref) else math.nan
-        verdict = _verdict(got, ref)
+        verdict = _effect_of_setting(got, ref)
         cells += [_spread(got, scale, digits), _ratio(ratio), verdict]
         hints += [f"default: {_spread(ref, scale, digits)}", "median / default median", ""]
         numbers.update({f"{metric}|median": _median(got) if got else math.nan,
@@ -110,7 +110,7 @@ def _ratio(ratio: float) -> str:
     return "—" if math.isnan(ratio) else f"{ratio:.2f}x"
 
 
-def _verdict(chosen: list[float], default: list[float]) -> str:
+def _effect_of_setting(chosen: list[float], default: list[float]) -> str:
     """Lower is better for both measures (time, memory)."""
     if min(len(chosen), len(default)) < MIN_REPLICATES:
         return f"too few runs ({len(chosen)} vs {len(default)}; {MIN_REPLICATES} a side)"

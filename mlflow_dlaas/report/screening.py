@@ -20,7 +20,7 @@ INCLUDE_FLAG = "--include-disturbed"
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
-def verdicts(runs: pd.DataFrame) -> pd.Series:
+def validity_of(runs: pd.DataFrame) -> pd.Series:
     """Per run: ``valid``, ``disturbed`` or ``unverified`` (no or an unknown verdict)."""
     raw = runs["validity"] if "validity" in runs else pd.Series("", index=runs.index)
     return raw.where(raw.isin([VALID, DISTURBED]), UNVERIFIED)
@@ -31,7 +31,7 @@ def counts_toward_winner(runs: pd.DataFrame, *, include_disturbed: bool) -> pd.S
     asked to include disturbed ones."""
     if include_disturbed:
         return pd.Series(True, index=runs.index)
-    return verdicts(runs) == VALID
+    return validity_of(runs) == VALID
 
 
 def counted_runs_label(*, include_disturbed: bool) -> str:
@@ -99,7 +99,7 @@ def _runs(n: int, kind: str = "") -> str:
 
 def screen(runs: pd.DataFrame, *, include_disturbed: bool) -> Screened:
     """Leave out the disturbed runs, unless ``include_disturbed``; count the reasons."""
-    verdict = verdicts(runs)
+    verdict = validity_of(runs)
     disturbed = runs[verdict == DISTURBED]
     texts = (disturbed["validity_reason"] if "validity_reason" in disturbed
              else pd.Series("", index=disturbed.index))

@@ -18,8 +18,8 @@ from mlflow_dlaas.report.plots import Plot, draw, log_scale, missing
 from mlflow_dlaas.report.publish import ARTIFACT_DIR
 from mlflow_dlaas.report.render_html import STYLE
 from mlflow_dlaas.report.separation import ALPHA, MIN_EFFECT, MIN_REPLICATES
+from mlflow_dlaas.reproduce.claim_verdicts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.reproduce.runner import ClaimResult
-from mlflow_dlaas.reproduce.verdicts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import CLAIM_TAG_PREFIX, ENTRY_TAG, REPORT_SCOPE_TAG, ROLE_TAG
 from mlflow_dlaas.tuning.run_links import run_url

@@ -17,13 +17,13 @@ from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.report.collect import collect_runs
 from mlflow_dlaas.report.report import Workloads
 from mlflow_dlaas.report.screening import counts_toward_winner, screen
-from mlflow_dlaas.reproduce.claims import Claim
-from mlflow_dlaas.reproduce.verdicts import (
+from mlflow_dlaas.reproduce.claim_verdicts import (
     JUDGES,
     NOT_MEASURABLE,
     NOT_SEPARABLE,
-    Verdict,
+    ClaimVerdict,
 )
+from mlflow_dlaas.reproduce.claims import Claim
 from mlflow_dlaas.tuning.spec import StudySpec, load_spec
 
 #: The claims' study specs: inside an installed wheel, else the checkout's examples/reproduce.
@@ -44,7 +44,7 @@ class ClaimResult:
     """One claim's verdict and where its runs are."""
 
     claim: Claim
-    verdict: Verdict
+    verdict: ClaimVerdict
     study: str = ""  # the study that holds its runs
     experiment_id: str = ""
     notes: tuple[str, ...] = ()  # runs left out, and why
@@ -115,16 +115,16 @@ def energy_counter_missing() -> str | None:
 
 
 def plan_steps(claims: list[Claim], plan: str, experiment: str, specs: Path = SPEC_DIR
-               ) -> tuple[list[Step], dict[int, Verdict]]:
+               ) -> tuple[list[Step], dict[int, ClaimVerdict]]:
     """The studies to run (one per spec, shared by the claims judged on it), and the verdicts
     known before measuring (not measurable here)."""
     steps: dict[str, Step] = {}
-    known: dict[int, Verdict] = {}
+    known: dict[int, ClaimVerdict] = {}
     for claim in claims:
         spec = claim_spec(claim, plan, experiment, specs)
         reason = unmeasurable(claim, spec)
         if reason:
-            known[claim.number] = Verdict(NOT_MEASURABLE, reason)
+            known[claim.number] = ClaimVerdict(NOT_MEASURABLE, reason)
             continue
         found = steps.get(spec.name)
         minutes = claim.minutes.get(plan, 0.0)
@@ -167,7 +167,7 @@ def run_steps(steps: list[Step], say: Callable[[str], None]) -> dict[str, str]:
 
 
 def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
-          known: dict[int, Verdict], failed: dict[str, str], host: str, *,
+          known: dict[int, ClaimVerdict], failed: dict[str, str], host: str, *,
           include_disturbed: bool = False) -> list[ClaimResult]:
     """Every claim's verdict: on its study's finished, valid runs of ``host`` (runs of any
     validity with ``include_disturbed``)."""
@@ -182,7 +182,7 @@ def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
             table = collect_runs(client, study=spec.name)
         except ConfigError:  # no trial run at all
             why = failed.get(spec.name, "the study has no runs yet")
-            results.append(ClaimResult(claim, Verdict(NOT_SEPARABLE, f"no runs: {why}"),
+            results.append(ClaimResult(claim, ClaimVerdict(NOT_SEPARABLE, f"no runs: {why}"),
                                        spec.name))
             continue
         finished = table.finished
@@ -195,7 +195,7 @@ def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
                          f"is judged on this host ({host}) only")
         if counted.empty:
             why = " ".join(notes) or failed.get(spec.name, "the study has no finished run")
-            verdict = Verdict(NOT_SEPARABLE, f"no run of this host counts: {why}")
+            verdict = ClaimVerdict(NOT_SEPARABLE, f"no run of this host counts: {why}")
         else:
             verdict = JUDGES[claim.number](Workloads.of(counted))
         experiment = str(table.runs["experiment_id"].iloc[0]) if len(table.runs) else ""

@@ -69,7 +69,7 @@ class ValidityThresholds:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ValidityVerdict:
     """``valid`` or ``disturbed``, what decided it, and the figures per judged phase."""
 
     status: str
@@ -81,7 +81,7 @@ class Verdict:
 
 
 def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
-          thresholds: ValidityThresholds) -> Verdict:
+          thresholds: ValidityThresholds) -> ValidityVerdict:
     """The verdict over ``phases`` of a monitor summary (keys ``{phase}/...``).
 
     Phases of at least :data:`MIN_JUDGED_S` are judged. When every measured phase is
@@ -90,7 +90,7 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
     """
     present = [p for p in phases if summary.get(f"{p}/{PHASE_DURATION}", 0.0) > 0]
     if not present:
-        return Verdict(DISTURBED, "no measured phase was recorded", {})
+        return ValidityVerdict(DISTURBED, "no measured phase was recorded", {})
     judged = [p for p in present if summary[f"{p}/{PHASE_DURATION}"] >= MIN_JUDGED_S]
     note = ""
     if not judged:
@@ -108,9 +108,9 @@ def judge(summary: Mapping[str, float], phases: tuple[str, ...], cores: int,
         figures.update({f"{phase}/{k}": v for k, v in found.items()})
         problems += _problems(phase, found, cores, thresholds)
     if problems:
-        return Verdict(DISTURBED, "; ".join(problems) + note, figures)
+        return ValidityVerdict(DISTURBED, "; ".join(problems) + note, figures)
     worst = max((figures[f"{p}/{OTHER_CORES}"], p) for p in judged)
-    return Verdict(VALID, f"quiet: other processes used at most {worst[0]:.2f} of {cores} "
+    return ValidityVerdict(VALID, f"quiet: other processes used at most {worst[0]:.2f} of {cores} "
                           f"cores (during {worst[1]}){note}", figures)
 
 

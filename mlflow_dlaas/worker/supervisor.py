@@ -38,7 +38,7 @@ from mlflow_dlaas.runs.lifecycle import log_new_params
 from mlflow_dlaas.runs.schema import (
     WORKER_KERNEL_CPU_TIME,
 )
-from mlflow_dlaas.runs.validity import Verdict, judge
+from mlflow_dlaas.runs.validity import ValidityVerdict, judge
 from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
 from mlflow_dlaas.worker.lifeline import stop_process_tree
 from mlflow_dlaas.worker.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
@@ -71,7 +71,7 @@ class WorkerOutcome:
 
     result: dict[str, Any]
     monitor: MonitorResult
-    verdict: Verdict
+    verdict: ValidityVerdict
 
 
 def run_worker(launch: WorkerLaunch, run_id: str,
@@ -230,7 +230,7 @@ class _Supervision:
             raise WorkerFailed(f"the measured worker {how}{hint}; its last output:\n"
                                f"{self._tail()}")
 
-    def _judge(self, result: MonitorResult) -> Verdict:
+    def _judge(self, result: MonitorResult) -> ValidityVerdict:
         cores = len(self.launch.cpu_affinity or ()) or available_cores()
         verdict = judge(result.summary, self.launch.measured_phases, cores,
                         self.launch.thresholds)

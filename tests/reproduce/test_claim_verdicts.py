@@ -9,9 +9,7 @@ import pytest
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.report import Workloads
-from mlflow_dlaas.reproduce.claims import CLAIMS, parse_claims
-from mlflow_dlaas.reproduce.runner import plan_steps
-from mlflow_dlaas.reproduce.verdicts import (
+from mlflow_dlaas.reproduce.claim_verdicts import (
     DOES_NOT_HOLD,
     HOLDS,
     NOT_MEASURABLE,
@@ -24,6 +22,8 @@ from mlflow_dlaas.reproduce.verdicts import (
     judge_resources,
     judge_runtimes,
 )
+from mlflow_dlaas.reproduce.claims import CLAIMS, parse_claims
+from mlflow_dlaas.reproduce.runner import plan_steps
 
 _ids = itertools.count()
 
@@ -241,7 +241,12 @@ def test_plans_say_their_time_before_they_start(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
     """Peak memory 95.81 vs 95.71 MB separates with enough runs; it is no finding."""
-    from mlflow_dlaas.reproduce.verdicts import MEMORY, NO_MEANINGFUL_DIFFERENCE, compare, in_words
+    from mlflow_dlaas.reproduce.claim_verdicts import (
+        MEMORY,
+        NO_MEANINGFUL_DIFFERENCE,
+        compare,
+        in_words,
+    )
 
     a = pd.DataFrame({"run_id": ["a1", "a2", "a3", "a4"], MEMORY: [95.81, 95.82, 95.83, 95.84]})
     b = pd.DataFrame({"run_id": ["b1", "b2", "b3", "b4"], MEMORY: [95.71, 95.70, 95.72, 95.73]})
@@ -249,7 +254,7 @@ def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
     assert tiny.small_effect and tiny.direction == 0
     assert tiny.outcome().startswith("no meaningful difference: 0.1% apart, below the 5% "
                                      "minimum (separated: p = 0.029, 4 vs 4 runs)")
-    from mlflow_dlaas.reproduce.verdicts import _part_any
+    from mlflow_dlaas.reproduce.claim_verdicts import _part_any
 
     assert _part_any("memory differs", [tiny]).outcome == NO_MEANINGFUL_DIFFERENCE
     assert in_words(1.2, "metrics.Headline/train_time_seconds") == "1.20x slower"

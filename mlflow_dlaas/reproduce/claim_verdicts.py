@@ -132,7 +132,7 @@ class Part:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ClaimVerdict:
     """A claim's verdict, the reason in one sentence and its parts."""
 
     verdict: str
@@ -149,20 +149,20 @@ class Verdict:
         return tuple(seen)
 
 
-def combine(parts: Sequence[Part]) -> Verdict:
+def combine(parts: Sequence[Part]) -> ClaimVerdict:
     """Holds when every part holds, does not hold when any part does not, else not separable."""
     if not parts:
-        return Verdict(NOT_SEPARABLE, "no valid runs to test: run the claim's study")
+        return ClaimVerdict(NOT_SEPARABLE, "no valid runs to test: run the claim's study")
     against = [p for p in parts if p.outcome == DOES_NOT_HOLD]
     if against:
-        return Verdict(DOES_NOT_HOLD, "; ".join(f"{p.text}: {p.why}" for p in against),
+        return ClaimVerdict(DOES_NOT_HOLD, "; ".join(f"{p.text}: {p.why}" for p in against),
                        tuple(parts))
     open_parts = [p for p in parts if p.outcome != HOLDS]
     if open_parts:
         small = all(p.outcome == NO_MEANINGFUL_DIFFERENCE for p in open_parts)
-        return Verdict(NO_MEANINGFUL_DIFFERENCE if small else NOT_SEPARABLE,
+        return ClaimVerdict(NO_MEANINGFUL_DIFFERENCE if small else NOT_SEPARABLE,
                        "; ".join(f"{p.text}: {p.why}" for p in open_parts), tuple(parts))
-    return Verdict(HOLDS, "; ".join(f"{p.text}: {p.why}" for p in parts), tuple(parts))
+    return ClaimVerdict(HOLDS, "; ".join(f"{p.text}: {p.why}" for p in parts), tuple(parts))
 
 
 def compare(what: str, metric: str, a: pd.DataFrame, b: pd.DataFrame) -> Comparison:
@@ -268,7 +268,7 @@ def _extremes(rows: pd.DataFrame, column: str, metric: str, system: str
 
 # --- training claims -----------------------------------------------------------------------
 
-def judge_presets(work: Workloads) -> Verdict:
+def judge_presets(work: Workloads) -> ClaimVerdict:
     """Claim 1: one preset applied to every framework gives different accuracy and time (for
     every preset, some pair of frameworks separated on each)."""
     train = work.train
@@ -286,7 +286,7 @@ def judge_presets(work: Workloads) -> Verdict:
                               "frameworks", per_metric[TRAIN_TIME])])
 
 
-def judge_hyperparameters(work: Workloads) -> Verdict:
+def judge_hyperparameters(work: Workloads) -> ClaimVerdict:
     """Claim 2: batch size and learning rate change training time and accuracy, by different
     amounts per framework."""
     parts = []
@@ -341,7 +341,7 @@ def _paired_ratios(rows: pd.DataFrame, column: str) -> tuple[list[float], list[s
     return ratios, ids
 
 
-def judge_libraries(work: Workloads) -> Verdict:
+def judge_libraries(work: Workloads) -> ClaimVerdict:
     """Claim 3: configuring the parallel libraries improves training time, and the best
     setting differs per framework."""
     per_system: dict[str, list[Comparison]] = {}
@@ -391,7 +391,7 @@ def _setting(c: Comparison) -> str:
     return c.what.split(": ", 1)[1].removesuffix(" vs default")
 
 
-def judge_resources(work: Workloads) -> Verdict:
+def judge_resources(work: Workloads) -> ClaimVerdict:
     """Claim 4: resource use differs per framework and grows with the batch size."""
     differ = []
     train = work.train
@@ -410,7 +410,7 @@ def judge_resources(work: Workloads) -> Verdict:
 
 # --- inference claims ----------------------------------------------------------------------
 
-def judge_runtime_settings(work: Workloads) -> Verdict:
+def judge_runtime_settings(work: Workloads) -> ClaimVerdict:
     """Claim 5: runtime settings change latency, throughput and memory."""
     rows = work.inference
     parts = []
@@ -438,7 +438,7 @@ def _others_at_first(rows: pd.DataFrame, setting: str) -> pd.DataFrame:
     return rows
 
 
-def judge_runtimes(work: Workloads) -> Verdict:
+def judge_runtimes(work: Workloads) -> ClaimVerdict:
     """Claim 6: ONNX Runtime fastest at small batches; throughput saturates around batch
     32-64; OpenVINO best on CPU."""
     rows = _others_at_first(work.inference, "batch_size")
@@ -501,7 +501,7 @@ def _saturates(rows: pd.DataFrame, batches: list[int]) -> Part:
     return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
 
 
-def judge_copies(work: Workloads) -> Verdict:
+def judge_copies(work: Workloads) -> ClaimVerdict:
     """Claim 7: more co-located copies serve more in all and take more memory (per runtime
     and copy mode, the most copies against the fewest)."""
     runs = work.all[work.all["entry"] == "infer"] if len(work.all) else work.all
@@ -519,7 +519,7 @@ def judge_copies(work: Workloads) -> Verdict:
                     _part_all("more copies take more memory", memory, want=1)])
 
 
-def judge_energy(work: Workloads) -> Verdict:
+def judge_energy(work: Workloads) -> ClaimVerdict:
     """Claim 8: energy per prediction falls as throughput rises (Spearman's rank correlation
     over every run and batch size, p below ALPHA)."""
     rows = work.inference
@@ -543,7 +543,7 @@ def judge_energy(work: Workloads) -> Verdict:
 
 
 #: claim number -> its judge
-JUDGES: dict[int, Callable[[Workloads], Verdict]] = {
+JUDGES: dict[int, Callable[[Workloads], ClaimVerdict]] = {
     1: judge_presets, 2: judge_hyperparameters, 3: judge_libraries, 4: judge_resources,
     5: judge_runtime_settings, 6: judge_runtimes, 7: judge_copies, 8: judge_energy,
 }
