@@ -26,7 +26,7 @@ def reports_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from mlflow_dlaas.worker.lifeline import Stopped
+        from mlflow_dlaas.measured_process.lifeline import Stopped
 
         try:
             return func(*args, **kwargs)

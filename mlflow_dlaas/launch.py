@@ -47,11 +47,11 @@ from mlflow.projects.utils import (
 
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import EXIT_UNDELIVERED, ConfigError, WorkloadError
+from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import project_dir, projects_dir
 from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import launcher_environment
-from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 
 def use_this_python() -> None:

@@ -12,10 +12,10 @@ from dataclasses import replace
 import mlflow
 import pytest
 
+from mlflow_dlaas.measured_process.lifeline import Stopped, stop_on_signals
 from mlflow_dlaas.runs.lifecycle import end_runs_of_dead_owners, failing_run_guard
 from mlflow_dlaas.runs.ownership import Owner, _start_token, owner_tags
 from mlflow_dlaas.runs.schema import REASON_TAG
-from mlflow_dlaas.worker.lifeline import Stopped, stop_on_signals
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])

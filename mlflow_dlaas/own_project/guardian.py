@@ -1,8 +1,8 @@
 """A guard process that stops a watched process tree when its watcher dies, even by SIGKILL.
 
 A process mlflow-dlaas did not write (the user's project) does not watch its launcher the
-way the built-in workloads do (:mod:`mlflow_dlaas.worker.lifeline`): were the study killed,
-the project would train on, orphaned. The guard asks Linux for SIGTERM at its parent's
+way the built-in workloads do (:mod:`mlflow_dlaas.measured_process.lifeline`): were the
+study killed, the project would train on, orphaned. The guard asks Linux for SIGTERM at its parent's
 death, keeps the tree's members as they come (the kernel reparents them once their parent
 is gone), and stops every one still alive. Its watcher ends it with SIGKILL when the tree
 ended normally. Run as ``python -m mlflow_dlaas.own_project.guardian WATCHER_PID ROOT_PID``.
@@ -17,7 +17,7 @@ import threading
 
 import psutil
 
-from mlflow_dlaas.worker.lifeline import die_with_parent
+from mlflow_dlaas.measured_process.lifeline import die_with_parent
 
 LOOK_EVERY_S = 1.0
 GRACE_S = 10.0

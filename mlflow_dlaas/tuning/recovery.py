@@ -20,11 +20,11 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.optuna_access.internals import storage_of, study_id, trial_id
 from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.runs.schema import ORPHANED_TAG, REASON_TAG
-from mlflow_dlaas.worker.lifeline import stop_process_tree
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
 OWNER_ATTR = "dlaas_owner"

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from mlflow_dlaas.console_log import verbose
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
 from mlflow_dlaas.optuna_access.storage import absolute_url, make_storage
@@ -71,7 +72,6 @@ from mlflow_dlaas.tuning.trial_runner import (
     objective_value,
     run_child,
 )
-from mlflow_dlaas.worker.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.workloads.pruning_link import pruning_environment
 
 PARENT_ATTR = "mlflow_parent_run_id"

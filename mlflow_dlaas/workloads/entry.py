@@ -18,9 +18,14 @@ from typing import Any, TypeVar
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.console_log import configure_console_logging
 from mlflow_dlaas.errors import EXIT_UNDELIVERED, DlaasError
+from mlflow_dlaas.measured_process.lifeline import (
+    Stopped,
+    die_with_parent,
+    stop_on_signals,
+    watch_launcher,
+)
 from mlflow_dlaas.runs.ownership import launcher_of
 from mlflow_dlaas.runs.tracking import configure_tracking
-from mlflow_dlaas.worker.lifeline import Stopped, die_with_parent, stop_on_signals, watch_launcher
 
 R = TypeVar("R")
 #: ``start(params, cleanup)``: what runs before MLflow is imported; ``cleanup`` takes what

@@ -30,6 +30,10 @@ from mlflow_dlaas.inference.run_artifacts import (
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
 from mlflow_dlaas.inference.text_model import TEXT_MODELS
+from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
+from mlflow_dlaas.measured_process.scratch import scratch_dir
+from mlflow_dlaas.measured_process.start import WorkerLaunch
+from mlflow_dlaas.measured_process.supervisor import run_worker
 from mlflow_dlaas.parallelism import worker_environment
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import (
@@ -42,10 +46,6 @@ from mlflow_dlaas.runs.schema import (
     scenario_key,
 )
 from mlflow_dlaas.runs.tracking import configure_tracking
-from mlflow_dlaas.worker.lifeline import exit_without_teardown
-from mlflow_dlaas.worker.scratch import scratch_dir
-from mlflow_dlaas.worker.start import WorkerLaunch
-from mlflow_dlaas.worker.supervisor import run_worker
 from mlflow_dlaas.workloads.entry import run_entry_point
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,

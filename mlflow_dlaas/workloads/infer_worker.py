@@ -37,6 +37,9 @@ from mlflow_dlaas.inference.runtimes import InferenceRuntime, get_runtime
 from mlflow_dlaas.inference.source import (
     ModelSource,
 )
+from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir
+from mlflow_dlaas.measured_process.lifeline import die_with_parent, exit_without_teardown
+from mlflow_dlaas.measured_process.main import serve
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
     ENSEMBLE_SIZE,
@@ -68,9 +71,6 @@ from mlflow_dlaas.runs.schema import (
     THROUGHPUT,
     scenario_key,
 )
-from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
-from mlflow_dlaas.worker.lifeline import die_with_parent, exit_without_teardown
-from mlflow_dlaas.worker.main import serve
 from mlflow_dlaas.workloads.instance_processes import InstanceLayout
 from mlflow_dlaas.workloads.library_report import report_libraries
 from mlflow_dlaas.workloads.serving import (

@@ -20,8 +20,8 @@ from mlflow_dlaas.inference.instance_layout import LAYOUT_SCENARIOS, instance_se
 from mlflow_dlaas.inference.latency import LatencyResult
 from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.libraries.readback import problems, read_back
+from mlflow_dlaas.measured_process.lifeline import die_with_parent
 from mlflow_dlaas.parallelism import worker_environment
-from mlflow_dlaas.worker.lifeline import die_with_parent
 from mlflow_dlaas.workloads.serving import (
     in_fixed_batches,
     inputs_of,

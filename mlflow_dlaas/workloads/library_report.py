@@ -16,8 +16,8 @@ from mlflow_dlaas.libraries.readback import (
     problems,
     read_back,
 )
+from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.parallelism import ParallelismSettings
-from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
 
 
 def report_libraries(channel: WorkerChannel, settings: ParallelismSettings, framework: str,

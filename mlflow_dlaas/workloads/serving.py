@@ -23,7 +23,7 @@ from mlflow_dlaas.inference.source import (
     run_source,
 )
 from mlflow_dlaas.inference.user_model import in_batches, inputs_for
-from mlflow_dlaas.worker.channel import worker_dir
+from mlflow_dlaas.measured_process.channel import worker_dir
 
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
 LOADGEN_DIR_ENV = "DLAAS_LOADGEN_DIR"

@@ -19,11 +19,11 @@ from mlflow_dlaas.config import TrainConfig, as_cli_params
 from mlflow_dlaas.data import SHAPES
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.frameworks import get_framework
+from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
+from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.models.memory import training_memory
 from mlflow_dlaas.parallelism import worker_environment
-from mlflow_dlaas.worker.lifeline import exit_without_teardown
-from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.workloads.entry import run_entry_point
 from mlflow_dlaas.workloads.pruning_link import PruningLink
 

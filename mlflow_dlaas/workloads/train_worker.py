@@ -4,7 +4,7 @@ Started by :mod:`mlflow_dlaas.workloads.train` (the entry point, which owns the 
 as ``python -m mlflow_dlaas.workloads.train_worker --framework pytorch --batch_size 32 ...``
 with the parallel settings already in its environment and affinity. It imports numpy, the
 framework and light parts of mlflow_dlaas; MLflow only in the save phase, after everything
-measured. It reports over :class:`~mlflow_dlaas.worker.channel.WorkerChannel`.
+measured. It reports over :class:`~mlflow_dlaas.measured_process.channel.WorkerChannel`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
+from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir
+from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
+from mlflow_dlaas.measured_process.main import serve
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import process_settings_in_force
@@ -60,9 +63,6 @@ from mlflow_dlaas.runs.schema import (
     TRAINING_FLOPS,
     WARMUP_TIME,
 )
-from mlflow_dlaas.worker.channel import WorkerChannel, worker_dir
-from mlflow_dlaas.worker.lifeline import exit_without_teardown
-from mlflow_dlaas.worker.main import serve
 from mlflow_dlaas.workloads.library_report import report_libraries
 from mlflow_dlaas.workloads.shuffled_feed import train_in_order
 

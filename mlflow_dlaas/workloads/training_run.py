@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import mlflow
 
 from mlflow_dlaas.config import TrainConfig
+from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
+from mlflow_dlaas.measured_process.supervisor import run_worker
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import ENTRY_TAG, FRAMEWORK_TAG, WARNING_TAG, headline_text
 from mlflow_dlaas.runs.tracking import configure_tracking
-from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
-from mlflow_dlaas.worker.supervisor import run_worker
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
     name_active_run,

@@ -8,6 +8,7 @@ import pytest
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import TrialState, create_trial
 
+from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.optuna_access import internals
 from mlflow_dlaas.tuning import feasibility, run_links
 from mlflow_dlaas.tuning import study as driver
@@ -15,7 +16,6 @@ from mlflow_dlaas.tuning.outcome import no_completion_reason
 from mlflow_dlaas.tuning.recovery import GIVEN_UP_ATTR, REASON_ATTR
 from mlflow_dlaas.tuning.sampling import make_sampler, suggest
 from mlflow_dlaas.tuning.spec import parse_spec
-from mlflow_dlaas.worker.lifeline import StopSignals
 
 X = {"x": optuna.distributions.IntDistribution(0, 9)}
 

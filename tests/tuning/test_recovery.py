@@ -14,13 +14,13 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
+from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.runs.ownership import Owner, _start_token, owner_tags
 from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.tuning import recovery
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.sampling import make_sampler
 from mlflow_dlaas.tuning.spec import parse_spec
-from mlflow_dlaas.worker.lifeline import StopSignals
 
 X = {"x": optuna.distributions.IntDistribution(0, 9)}
 

@@ -18,8 +18,8 @@ import mlflow
 import psutil
 import pytest
 
+from mlflow_dlaas.measured_process.scratch import sweep_dead_owners
 from mlflow_dlaas.runs.schema import REASON_TAG
-from mlflow_dlaas.worker.scratch import sweep_dead_owners
 from tests.conftest import artifact_text, runs_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ import mlflow
 import optuna
 import pytest
 
+from mlflow_dlaas.measured_process.channel import Checkpoints, decode
+from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.optuna_access import internals
 from mlflow_dlaas.optuna_access.storage import absolute_url
 from mlflow_dlaas.runs.schema import PRUNED_TAG
-from mlflow_dlaas.worker.channel import Checkpoints, decode
-from mlflow_dlaas.worker.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.workloads.pruning_link import PRUNING_ENV, PruningLink, pruning_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_the_entry_reports_to_the_trial_and_learns_the_decision_at_once(
 
 def test_a_worker_told_to_stop_does_not_start_the_next_epoch(tmp_path: Path) -> None:
     worker = textwrap.dedent("""
-        from mlflow_dlaas.worker.channel import StopRequested, WorkerChannel
+        from mlflow_dlaas.measured_process.channel import StopRequested, WorkerChannel
         channel = WorkerChannel()
         try:
             for epoch in range(1, 6):

@@ -3,7 +3,7 @@
 Light on purpose (no MLflow): a training entry starts its worker before it imports MLflow,
 so that the framework's import in the worker and MLflow's in the entry overlap. The worker
 holds before its first measured phase until the entry, its monitor running, says ``go``
-(:meth:`~mlflow_dlaas.worker.channel.WorkerChannel.wait_until_watched`).
+(:meth:`~mlflow_dlaas.measured_process.channel.WorkerChannel.wait_until_watched`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from mlflow_dlaas.measured_process.channel import CHECKPOINTS_ENV, CONTROL_FD_ENV, DIR_ENV, FD_ENV
+from mlflow_dlaas.measured_process.lifeline import die_with_parent, stop_process_tree
+from mlflow_dlaas.measured_process.scratch import scratch_dir
 from mlflow_dlaas.runs.validity import ValidityThresholds
-from mlflow_dlaas.worker.channel import CHECKPOINTS_ENV, CONTROL_FD_ENV, DIR_ENV, FD_ENV
-from mlflow_dlaas.worker.lifeline import die_with_parent, stop_process_tree
-from mlflow_dlaas.worker.scratch import scratch_dir
 
 STOP_GRACE_S = 5.0
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlflow_dlaas.worker.scratch import scratch_dir, sweep_dead_owners
+from mlflow_dlaas.measured_process.scratch import scratch_dir, sweep_dead_owners
 
 
 def _dead_pid() -> int:

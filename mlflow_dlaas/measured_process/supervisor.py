@@ -29,6 +29,9 @@ import mlflow
 
 from mlflow_dlaas.console_log import verbose
 from mlflow_dlaas.errors import ConfigError, WorkloadError
+from mlflow_dlaas.measured_process.channel import Checkpoints, Message, decode
+from mlflow_dlaas.measured_process.lifeline import stop_process_tree
+from mlflow_dlaas.measured_process.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
@@ -39,9 +42,6 @@ from mlflow_dlaas.runs.schema import (
     WORKER_KERNEL_CPU_TIME,
 )
 from mlflow_dlaas.runs.validity import ValidityVerdict, judge
-from mlflow_dlaas.worker.channel import Checkpoints, Message, decode
-from mlflow_dlaas.worker.lifeline import stop_process_tree
-from mlflow_dlaas.worker.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
 
 TAIL_LINES = 40
 #: the worker's last lines kept for the run's log (its console shows fewer: :data:`OWN_LINE`)

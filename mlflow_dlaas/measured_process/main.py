@@ -9,7 +9,7 @@ from typing import Any
 
 from mlflow_dlaas.config import parse_cli_params
 from mlflow_dlaas.errors import DlaasError
-from mlflow_dlaas.worker.channel import WorkerChannel
+from mlflow_dlaas.measured_process.channel import WorkerChannel
 
 Work = Callable[[Mapping[str, str], WorkerChannel], Mapping[str, Any] | None]
 

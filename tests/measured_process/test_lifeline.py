@@ -13,7 +13,7 @@ import weakref
 
 import pytest
 
-from mlflow_dlaas.worker.lifeline import Stopped, stop_on_signals
+from mlflow_dlaas.measured_process.lifeline import Stopped, stop_on_signals
 from tests.conftest import ROOT
 
 
@@ -50,7 +50,7 @@ def test_a_stop_inside_a_deferred_section_lands_when_it_ends() -> None:
 def test_a_second_signal_stops_a_study_driver_at_once() -> None:
     code = textwrap.dedent("""
         import os, signal, time
-        from mlflow_dlaas.worker.lifeline import Stopped, stop_on_signals
+        from mlflow_dlaas.measured_process.lifeline import Stopped, stop_on_signals
         with stop_on_signals(escalate=True):
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
