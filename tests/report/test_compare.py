@@ -9,7 +9,9 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from click.testing import CliRunner, Result
 
+from mlflow_dlaas.cli import cli
 from tests.conftest import runs_of
 from tests.report.conftest import STUDY, Measured
 
@@ -17,6 +19,15 @@ from tests.report.conftest import STUDY, Measured
 def _cli(cli_path: str, measured: Measured, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([cli_path, *args], env=measured.env(), cwd=measured.root,
                           capture_output=True, text=True, timeout=300)
+
+
+def _in_process(measured: Measured, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+    """The command's argument and scope checks, run in this process (no interpreter to start)
+    against the measured store."""
+    monkeypatch.chdir(measured.root)
+    for name, value in measured.env().items():
+        monkeypatch.setenv(name, value)
+    return CliRunner().invoke(cli, list(args))
 
 
 def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
@@ -143,10 +154,23 @@ def test_nothing_qualifies_exits_1_and_says_why(measured: Measured, cli_path: st
     (["--objective", "accuracy", "--constraint", "peek_rss_bytes<=5"],
      "no run logged 'peek_rss_bytes' (the constraint 'peek_rss_bytes<=5')"),
 ])
-def test_bad_recommend_input_exits_2_with_the_fix(measured: Measured, cli_path: str,
-                                                 args: list[str], says: str) -> None:
-    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment, *args)
-    assert done.returncode == 2 and says in done.stderr, done.stderr
+def test_bad_recommend_input_exits_2_with_the_fix(measured: Measured, args: list[str],
+                                                 says: str, monkeypatch: pytest.MonkeyPatch
+                                                 ) -> None:
+    done = _in_process(measured, monkeypatch, "recommend", "--experiment",
+                       measured.experiment, *args)
+    assert done.exit_code == 2 and says in done.stderr, done.stderr
+
+
+def test_bad_input_from_the_console_script_is_one_line_and_exit_2(measured: Measured,
+                                                                  cli_path: str) -> None:
+    """The cases above run in this process; the installed command, once, as users run it."""
+    done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
+                "--objective", "fastest")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("mlflow-dlaas: error: objective 'fastest' is not understood"), line
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -154,10 +178,10 @@ def test_bad_recommend_input_exits_2_with_the_fix(measured: Measured, cli_path: 
     (["--study", "no-such-study"], "no trial runs of study 'no-such-study'; studies here:"),
     ([], "exactly one of --experiment NAME or --study NAME"),
 ])
-def test_bad_compare_scope_exits_2(measured: Measured, cli_path: str, args: list[str],
-                                   says: str) -> None:
-    done = _cli(cli_path, measured, "compare", *args, "--no-run")
-    assert done.returncode == 2 and says in done.stderr, done.stderr
+def test_bad_compare_scope_exits_2(measured: Measured, args: list[str], says: str,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    done = _in_process(measured, monkeypatch, "compare", *args, "--no-run")
+    assert done.exit_code == 2 and says in done.stderr, done.stderr
 
 
 def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
