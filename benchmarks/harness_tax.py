@@ -6,7 +6,7 @@ script's, alternating in ABBA order. MXNet runs in its own virtualenv when it ex
 Goal: within 3 % for PyTorch and TensorFlow.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow mxnet] [--rounds 5]
-        [--epochs 3]   (LeNet-5's timed epochs)
+        [--epochs 3]   (LeNet-5's timed epochs)  [--steps 10]   (ResNet-50's)
         [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; all three)
 """
 
@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--model", choices=("lenet5", "resnet50"), default="lenet5")
     parser.add_argument("--epochs", type=int, default=3, help="LeNet-5's timed epochs")
+    parser.add_argument("--steps", type=int, default=10, help="ResNet-50's timed steps")
     args = parser.parse_args()
     for framework in args.frameworks:
         if args.model == "resnet50" and framework not in RESNET50_BARE_FRAMEWORKS:
@@ -36,7 +37,7 @@ def main() -> None:
         if python is None:
             print(f"{framework}: skipped, no MXNet environment")
             continue
-        pair = train_pair(framework, python, args.model, args.epochs)
+        pair = train_pair(framework, python, args.model, args.epochs, args.steps)
         mine, theirs = alternate(*pair, args.rounds)
         ours, bare = median(mine, KEY), median(theirs, KEY)
         disturbed = sum(f.validity != "valid" for f in mine)

@@ -30,7 +30,7 @@ TRAIN_PARAMS = ["--batch_size", "64", "--learning_rate", "0.01",
 #: the frameworks ``bare/train_resnet50.py`` writes ResNet-50 in
 RESNET50_BARE_FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
 RESNET50_PARAMS = ["--model", "resnet50", "--dataset", "synthetic_imagenet", "--epochs", "0",
-                   "--max_steps", "10", "--batch_size", "16", "--warmup_steps", "2",
+                   "--batch_size", "16", "--warmup_steps", "2",
                    "--learning_rate", "0.01", "--momentum", "0.9", "--log_model", "false"]
 
 
@@ -85,17 +85,17 @@ def _run_ours(python: str, module: str, args: list[str], keys: dict[str, str]) -
                        run.data.tags.get("dlaas.validity", ""))
 
 
-def train_pair(framework: str, python: str, model: str = "lenet5", epochs: int = 3
-               ) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
+def train_pair(framework: str, python: str, model: str = "lenet5", epochs: int = 3,
+               steps: int = 10) -> tuple[Callable[[], Figures], Callable[[], Figures]]:
     """(ours, bare) for LeNet-5 training in ``framework`` (``epochs`` timed epochs), or
-    ResNet-50 (the bare side is a hand-written ResNet-50 in each framework; MXNet's runs in
-    its virtualenv)."""
+    ResNet-50 (``steps`` timed steps; the bare side is a hand-written ResNet-50 in each
+    framework; MXNet's runs in its virtualenv)."""
     if model == "resnet50":
         if framework not in RESNET50_BARE_FRAMEWORKS:
             raise ValueError(f"the ResNet-50 bare script has no {framework} side")
-        params = RESNET50_PARAMS
+        params = [*RESNET50_PARAMS, "--max_steps", str(steps)]
         bare_command = [python, str(HERE / "bare" / "train_resnet50.py"), "--framework",
-                        framework]
+                        framework, "--steps", str(steps)]
     else:
         params = ["--epochs", str(epochs), *TRAIN_PARAMS]
         bare_command = [python, str(HERE / "bare" / "train_lenet.py"), "--framework",
