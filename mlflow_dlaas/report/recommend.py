@@ -14,7 +14,7 @@ from mlflow_dlaas.report.aggregate import aggregate, configuration_ids, shown_se
 from mlflow_dlaas.report.collect import ACCURACY_COLUMN
 from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
 from mlflow_dlaas.report.separation import Separation, separate
-from mlflow_dlaas.report.tables import setting_text
+from mlflow_dlaas.report.tables import setting_cell
 from mlflow_dlaas.runs.goals import Bound, Goal
 from mlflow_dlaas.runs.schema import (
     ACCURACY_NOT_MEASURED,
@@ -200,7 +200,7 @@ def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
 
 
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:
-    return {c.removeprefix("params."): setting_text(row[c]) for c in shown}
+    return {c.removeprefix("params."): setting_cell(row, c) for c in shown}
 
 
 def _value(row: pd.Series, key: str) -> str:

@@ -113,7 +113,7 @@ def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
                 *(c.heading for c in columns)]
     cells, hints = [], []
     for _, row in stats.sort_values(["system", *settings]).iterrows():
-        cells.append([str(row["system"]), *(_setting_cell(row, s) for s in settings),
+        cells.append([str(row["system"]), *(setting_cell(row, s) for s in settings),
                       str(row["runs"]),
                       *(_cell(row, c) for c in columns)])
         hints.append([""] * (len(settings) + 2) + [_hint(row, c) for c in columns])
@@ -162,7 +162,7 @@ def _why(metric: str, rows: pd.DataFrame) -> str:
     return ""
 
 
-def _setting_cell(row: pd.Series, column: str) -> str:
+def setting_cell(row: pd.Series, column: str) -> str:
     """A setting's cell; an unset thread count with the count its run read back
     (``default (1)``: MXNet's default on a 2-core x86 machine is one thread), where that is a
     real count (TensorFlow's 0 means "its own default")."""

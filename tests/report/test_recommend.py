@@ -133,3 +133,14 @@ def test_an_accuracy_goal_on_synthetic_data_is_refused_with_the_reason() -> None
                                           "on synthetic_imagenet"):
         recommend(rows, parse_goal("accuracy"))
     assert recommend(rows, parse_goal("train_time")).best["system"] == "pytorch"
+
+
+def test_a_recommendation_names_an_unset_thread_count_as_the_tables_do() -> None:
+    """MXNet's unset thread count ran one thread on a 2-core x86 machine: the answer says
+    ``default (1)``, as the report's tables do, not a bare ``default``."""
+    runs = _runs({"mxnet": [1.0, 1.1, 1.2, 1.3], "pytorch": [2.0, 2.1, 2.2, 2.3]})
+    runs["params.intra_op_threads"] = ["", "", "", "", "2", "2", "2", "2"]
+    runs["params.in_force_intra_op_threads"] = ["1"] * 4 + ["2"] * 4
+    answer = recommend(runs, parse_goal("train_time"))
+    assert answer.best == {"system": "mxnet", "intra_op_threads": "default (1)"}
+    assert answer.winner() == "mxnet with intra_op_threads=default (1)"
