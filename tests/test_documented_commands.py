@@ -33,7 +33,7 @@ ILLUSTRATIVE = "illustrative"
 #: ``own_project_study`` fixtures).
 #: Recommendations may answer "none meets the constraints" (exit 1).
 RUN_AS_WRITTEN: dict[str, str] = {
-    'mlflow run "$(mlflow-dlaas projects-path pytorch)" -e train -P epochs=3 '
+    'mlflow run "$(mlflow-dlaas projects-path pytorch)" -e train -P epochs=1 '
     "--env-manager local": "fresh",
     "mlflow run projects/pytorch -e train -P epochs=3 --env-manager local": "fresh",
     "mlflow run projects/tensorflow -e train -P epochs=3 --env-manager local": "fresh",

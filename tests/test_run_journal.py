@@ -22,7 +22,7 @@ from mlflow_dlaas.runs.journaled_store import resend_journals
 from mlflow_dlaas.runs.store_uri import is_unreachable
 from tests.tuning.servers import MlflowServer
 
-TRAIN = ["--framework", "pytorch", "--model", "lenet5", "--dataset", "mnist5k", "--epochs", "3"]
+TRAIN = ["--framework", "pytorch", "--model", "lenet5", "--dataset", "mnist5k", "--epochs", "2"]
 
 
 def test_a_journal_keeps_order_and_what_was_sent(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from tests.tuning.studies import CHEAP_FIXED, study_cli, write_spec
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 POSTGRES_URL = os.environ.get("DLAAS_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
 WORKERS = 3
-N_TRIALS = 5
+N_TRIALS = 4
 
 
 def _admin():
