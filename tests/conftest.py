@@ -26,6 +26,14 @@ from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.runs.store_lock import wait_for_sqlite_locks
 from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
 
+#: The suite's two workers share two cores. OpenMP threads that spin while they wait (the
+#: default policy of PyTorch's libgomp) collapse when two such processes run side by side:
+#: two 2-thread PyTorch trainings of LeNet-5 at once train at 450-480 samples/s each, against
+#: 7,100 alone and 3,200 each with passive waiting (docs/libraries.md). Every process the suite
+#: starts inherits passive waiting, so its own runs do not make each other 15x slower; each
+#: run records the variable in its environment, and a setting a test gives wins, as a user's.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 @pytest.fixture(scope="session")
 def tracking_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

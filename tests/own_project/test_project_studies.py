@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+import uuid
 from pathlib import Path
 
 import mlflow
@@ -103,10 +104,12 @@ def _trial(folder: Path, spec: Path) -> tuple[CommandResult, optuna.trial.Frozen
 ])
 def test_a_trial_that_goes_wrong_fails_with_its_reason(tmp_path: Path, entry: str,
                                                        timeout: int, reason: str) -> None:
+    # a duration no other process on a shared machine has, so pgrep finds only this one's
+    hang = f"sleep 120.{uuid.uuid4().int % 10**6:06d}"
     project = _project(tmp_path / "proj", {
         "crash": "python -c 'import sys; sys.exit(3)'",
         "silent": "python -c 'print(1)'",
-        "hang": "sleep 120",
+        "hang": hang,
     })
     spec = _spec(tmp_path, f"wrong-{entry}", str(project), entry, trial_timeout_s=timeout)
     done, trial, run = _trial(tmp_path, spec)
@@ -117,7 +120,7 @@ def test_a_trial_that_goes_wrong_fails_with_its_reason(tmp_path: Path, entry: st
         assert run.info.status == "FINISHED"
     else:
         assert run.info.status == "FAILED" and reason in run.data.tags[REASON_TAG]
-    leftover = subprocess.run(["pgrep", "-f", "sleep 120"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", hang], capture_output=True, text=True)
     assert not leftover.stdout.strip(), "the hung project's process outlived its trial"
 
 
