@@ -32,8 +32,7 @@ def test_project_env_has_every_core_dependency(project: str) -> None:
 
 
 def test_every_framework_and_runtime_has_a_project() -> None:
-    from mlflow_dlaas.frameworks import BUILTIN
-    from mlflow_dlaas.inference.runtimes import RUNTIMES
+    from mlflow_dlaas.backends import BUILTIN, RUNTIMES
 
     assert set(BUILTIN) | set(RUNTIMES) <= set(PROJECTS)
 

@@ -7,7 +7,7 @@ query takes, so that it plans its test), then LoadGen issues queries until both 
 query count and the minimum duration are reached and judges the test VALID or INVALID. A
 server or multi-stream test runs at least :data:`P99_MIN_QUERIES` queries, the fewest for
 which LoadGen's early-stopping rule can accept a p99. Inputs are a numpy array or a
-:class:`~mlflow_dlaas.inference.feed.Feed` (several named inputs), sliced alike. In
+:class:`~mlflow_dlaas.backends.feed.Feed` (several named inputs), sliced alike. In
 performance mode a query's samples are served from prepared batches of its size (the values
 do not change the time; LoadGen checks no output here).
 
@@ -29,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from mlflow_dlaas.backends.served_model import Predictor
 from mlflow_dlaas.inference.latency import LatencyResult, early_stopping_min_queries
 from mlflow_dlaas.inference.loadgen import TestSpec, complete, run_test
 
-#: Takes a batch (an array, or a Feed of several inputs) and returns the first output.
-Predictor = Callable[[Any], np.ndarray]
 #: Fewer queries than this cannot give LoadGen's early-stopping p99 (662).
 P99_MIN_QUERIES = early_stopping_min_queries(0.99)
 #: The server rate search stops probing after this many seconds (each probe is a LoadGen test).

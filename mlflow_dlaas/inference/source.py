@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mlflow_dlaas.backends.served_model import ModelSource
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference.user_model import UserModel, read_user_model
+from mlflow_dlaas.inference.user_model import read_user_model
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.models.spec import ArchitectureSpec
 
@@ -39,47 +39,6 @@ def fresh_sizes(spec: ArchitectureSpec, shape: tuple[int, int, int] | None
     return shape, spec.classes
 
 
-@dataclass(frozen=True)
-class ModelSource:
-    """A model to serve, and the reference its runtime must reproduce."""
-
-    name: str
-    input_shape: tuple[int, int, int]
-    num_classes: int
-    reference_inputs: np.ndarray
-    reference_outputs: np.ndarray
-    reference_framework: str
-    spec: ArchitectureSpec | None = None  # None for the user's own model
-    run_id: str | None = None
-    trained_with: str | None = None  # the training run's framework
-    onnx_path: Path | None = None
-    torch_module: Any = None  # the PyTorch module when this process built or loaded it
-    model_dir: Path | None = None  # the training run's saved model, downloaded
-    #: the user's own model (inputs: a Feed of named arrays, in the model's own layout)
-    user: UserModel | None = None
-    #: forward FLOPs per sample where no spec counts them (a text model's, counted where
-    #: it was built)
-    forward_flops: int | None = None
-    parameter_count: int | None = None  # likewise, where no spec counts them
-
-    def flops_per_sample(self) -> int | None:
-        """Forward FLOPs of one sample: the spec's count, else the one the source brought."""
-        if self.spec is not None:
-            return self.spec.forward_flops(self.input_shape, self.num_classes)
-        return self.forward_flops
-
-    def onnx_file(self, runtime: str) -> Path:
-        """The ONNX file an ONNX-serving ``runtime`` loads; ConfigError saying why there is
-        none."""
-        if self.onnx_path is None or not self.onnx_path.is_file():
-            if self.user is not None:
-                raise ConfigError(f"the {runtime} runtime serves ONNX, and {self.name} has no "
-                                  "ONNX file")
-            raise ConfigError(f"the {runtime} runtime serves an ONNX export, and run "
-                              f"{self.run_id} has none (its tag dlaas.onnx says why)")
-        return self.onnx_path
-
-
 def parse_shape(text: str) -> tuple[int, int, int]:
     found = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip())
     if not found:
@@ -100,7 +59,7 @@ def fresh_torch_source(model: str, shape: tuple[int, int, int] | None, seed: int
     to ONNX in ``workdir`` when given (the exporter's imports cost memory where the module
     itself is served)."""
     from mlflow_dlaas._imports import import_optional
-    from mlflow_dlaas.frameworks.pytorch import build_module
+    from mlflow_dlaas.backends.pytorch.training import build_module
 
     torch = import_optional("torch", extra="torch", purpose="Building fresh models")
     torch.manual_seed(seed)

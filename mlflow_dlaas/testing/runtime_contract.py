@@ -19,10 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mlflow_dlaas.backends.served_model import ModelSource
+from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference import equivalence
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.source import ModelSource, fresh_native_source, fresh_torch_source
+from mlflow_dlaas.inference.source import fresh_native_source, fresh_torch_source
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 MODEL = "lenet5"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlflow_dlaas.backends import BuildOptions, FrameworkAdapter
 from mlflow_dlaas.data import Dataset
-from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter
 from mlflow_dlaas.models import MODELS, get_model
 
 SGD = BuildOptions("sgd", 0.05, 0.9, 0.0, seed=0, device="cpu")

@@ -17,6 +17,7 @@ from pathlib import Path
 import mlflow
 from mlflow.exceptions import MlflowException
 
+from mlflow_dlaas.backends import get_runtime
 from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference.config import InferConfig
@@ -27,7 +28,6 @@ from mlflow_dlaas.inference.run_artifacts import (
     prepare_text_model,
     prepare_user_model,
 )
-from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.inference.source import SOURCE_ENV
 from mlflow_dlaas.inference.text_model import TEXT_MODELS
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown

@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from mlflow_dlaas.backends import InferenceRuntime, get_runtime
+from mlflow_dlaas.backends.served_model import Predictor
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
-from mlflow_dlaas.inference.runtimes import InferenceRuntime, get_runtime
 from mlflow_dlaas.inference.source import (
     ModelSource,
 )
@@ -269,7 +270,7 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
     return host
 
 
-def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: InferenceRuntime,
+def _check(channel: WorkerChannel, predict: Predictor, runtime: InferenceRuntime,
            source: ModelSource, config: InferConfig) -> None:
     reference = source.reference_outputs if source.reference_outputs.size else runtime.reference()
     if source.user is not None:  # the model's own layout
@@ -283,7 +284,7 @@ def _check(channel: WorkerChannel, predict: scenarios.Predictor, runtime: Infere
     equivalence.require(result, runtime.name, source.reference_framework)
 
 
-def _single_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+def _single_stream(channel: WorkerChannel, predict: Predictor, data: np.ndarray,
                    config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     measured: Measured = []
     for batch in config.batch_sizes:
@@ -294,7 +295,7 @@ def _single_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: n
     return measured
 
 
-def _offline(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+def _offline(channel: WorkerChannel, predict: Predictor, data: np.ndarray,
              config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     measured: Measured = []
     for batch in config.batch_sizes:
@@ -304,7 +305,7 @@ def _offline(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndar
     return measured
 
 
-def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
+def _multi_stream(channel: WorkerChannel, predict: Predictor, data: Any,
                   config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     """Queries of ``multi_stream_samples`` samples back to back (step = samples per query);
     a model that fixes its batch size takes each query in batches of that size."""
@@ -314,7 +315,7 @@ def _multi_stream(channel: WorkerChannel, predict: scenarios.Predictor, data: An
     return [("multi_stream", n, result)]
 
 
-def _server(channel: WorkerChannel, predict: scenarios.Predictor, data: Any,
+def _server(channel: WorkerChannel, predict: Predictor, data: Any,
             config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     """One-sample queries at the target rate (default: half of what batch-1 single-stream
     sustains at its median latency, which one slow call cannot drag down; halved again while
@@ -383,7 +384,7 @@ def _report_search(channel: WorkerChannel, search: scenarios.RateSearch, bound_m
                   if search.stopped_early else "converged"})
 
 
-def _ensemble(channel: WorkerChannel, predict: scenarios.Predictor, data: np.ndarray,
+def _ensemble(channel: WorkerChannel, predict: Predictor, data: np.ndarray,
               config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
     """K copies served at once, as threads of this process or as K processes.
 
@@ -407,7 +408,7 @@ def _ensemble(channel: WorkerChannel, predict: scenarios.Predictor, data: np.nda
     return [(f"ensemble/model{i}", 1, r) for i, r in enumerate(results)]
 
 
-def _serve_threads(predict: scenarios.Predictor, config: InferConfig, x: np.ndarray,
+def _serve_threads(predict: Predictor, config: InferConfig, x: np.ndarray,
                    rule: scenarios.StoppingRule) -> list[LatencyResult]:
     runtime = get_runtime(config.runtime)
     runtime.load()
@@ -417,7 +418,7 @@ def _serve_threads(predict: scenarios.Predictor, config: InferConfig, x: np.ndar
     results: list[LatencyResult] = []
     lock = threading.Lock()
 
-    def serve(member: scenarios.Predictor) -> None:
+    def serve(member: Predictor) -> None:
         result = scenarios.timed_single_stream(member, x, rule)
         with lock:
             results.append(result)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mlflow_dlaas.backends import get_runtime
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.inference import scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.instance_layout import LAYOUT_SCENARIOS, instance_settings, layout
 from mlflow_dlaas.inference.latency import LatencyResult
-from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.libraries.readback import problems, read_back
 from mlflow_dlaas.measured_process.lifeline import die_with_parent
 from mlflow_dlaas.parallelism import worker_environment

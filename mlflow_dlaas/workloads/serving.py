@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.inference import scenarios
+from mlflow_dlaas.backends import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.backends.served_model import Predictor
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.runtimes import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference.source import (
     SOURCE_ENV,
     ModelSource,
@@ -41,7 +41,7 @@ def resolve_source(config: InferConfig, runtime: InferenceRuntime) -> ModelSourc
 
 
 def prepared(runtime: InferenceRuntime, source: ModelSource, config: InferConfig
-             ) -> scenarios.Predictor:
+             ) -> Predictor:
     """The run's thread settings applied (process-wide where the library takes them so),
     then the model prepared: the one step every process that serves takes."""
     runtime.apply_threads(config.parallelism)
@@ -80,7 +80,7 @@ def sample_inputs(runtime: InferenceRuntime, source: ModelSource, seed: int, n: 
     return runtime.layout(fresh_inputs(source.input_shape, seed, n))
 
 
-def in_fixed_batches(predict: scenarios.Predictor, fixed: int) -> scenarios.Predictor:
+def in_fixed_batches(predict: Predictor, fixed: int) -> Predictor:
     """A predictor that takes any multiple of ``fixed`` samples (multi-stream queries)."""
 
     def predict_any(x: Any) -> np.ndarray:

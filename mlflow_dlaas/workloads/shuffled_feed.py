@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlflow_dlaas.frameworks import StepStats, Trainer
+from mlflow_dlaas.backends import StepStats, Trainer
 
 #: At most this much of the training set is copied into batch order at once (whole batches;
 #: at least one).

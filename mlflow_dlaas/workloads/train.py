@@ -15,10 +15,10 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlflow_dlaas.backends import get_framework
 from mlflow_dlaas.config import TrainConfig, as_cli_params
 from mlflow_dlaas.data import SHAPES
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks import get_framework
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
 from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.models import get_model

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from mlflow_dlaas.backends import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
-from mlflow_dlaas.frameworks import BuildOptions, FrameworkAdapter, Trainer, get_framework
 from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
 from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
 from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir

@@ -6,9 +6,9 @@ import importlib.util
 
 import pytest
 
+from mlflow_dlaas.backends import available_frameworks, get_framework
 from mlflow_dlaas.data import load_dataset
 from mlflow_dlaas.errors import ConfigError, MissingDependencyError
-from mlflow_dlaas.frameworks import available_frameworks, get_framework
 from mlflow_dlaas.testing.trainer_contract import CONTRACT, DATA_CONTRACT
 
 
@@ -63,7 +63,7 @@ def test_missing_framework_names_how_to_install_it(monkeypatch: pytest.MonkeyPat
 def test_mxnets_operator_threads_follow_its_engines_rule(
         environ: dict, machine: str, expected: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """What MXNet's operators run on, not what OpenMP's pool says (2 here in every case)."""
-    from mlflow_dlaas.frameworks import mxnet
+    from mlflow_dlaas.backends import mxnet
 
     monkeypatch.setattr(mxnet.platform, "machine", lambda: machine)
     assert mxnet.operator_threads(environ, processors=2, openmp_max=2) == expected

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlflow_dlaas.backends import InferenceOptions, get_runtime
 from mlflow_dlaas.errors import ConfigError, MissingDependencyError, WorkloadError
 from mlflow_dlaas.inference import equivalence
-from mlflow_dlaas.inference.runtimes import InferenceOptions, get_runtime
 from mlflow_dlaas.inference.source import fresh_torch_source
 
 needs = pytest.mark.skipif(

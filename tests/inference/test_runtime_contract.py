@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mlflow_dlaas.inference.runtimes import (
-    ENTRY_POINT_GROUP,
+from mlflow_dlaas.backends import (
+    RUNTIME_GROUP,
     RUNTIMES,
     available_runtimes,
     get_runtime,
@@ -50,7 +50,7 @@ def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dlaas-torchscript-runtime\n"
                                    "Version: 0.1\n")
     (info / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\n{PLUGIN_NAME} = dlaas_torchscript_runtime:TorchScriptRuntime\n")
+        f"[{RUNTIME_GROUP}]\n{PLUGIN_NAME} = dlaas_torchscript_runtime:TorchScriptRuntime\n")
     monkeypatch.syspath_prepend(str(site))
     yield site
     sys.modules.pop("dlaas_torchscript_runtime", None)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlflow_dlaas.backends import InferenceOptions, get_runtime
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference import equivalence
-from mlflow_dlaas.inference.runtimes import InferenceOptions, get_runtime
 from mlflow_dlaas.inference.source import run_source
 from mlflow_dlaas.inference.user_model import prepare, synthetic_feed
 from tests.conftest import skip_unless_installed
@@ -193,7 +193,7 @@ def test_a_keras_file_runs_on_tensorflow_and_on_onnx_where_a_converter_is(tmp_pa
 
 
 def test_synthetic_inputs_are_seeded_and_typed() -> None:
-    from mlflow_dlaas.inference.user_model import InputSpec
+    from mlflow_dlaas.backends.served_model import InputSpec
 
     specs = [InputSpec("ids", (5,), "int64"), InputSpec("mask", (5,), "bool")]
     a, b = synthetic_feed(specs, 3, 1), synthetic_feed(specs, 3, 1)

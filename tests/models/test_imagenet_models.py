@@ -25,7 +25,7 @@ def test_flops_are_what_torchs_counter_counts(name: str) -> None:
     torch = pytest.importorskip("torch", reason="the reference counter is PyTorch's")
     from torch.utils.flop_counter import FlopCounterMode
 
-    from mlflow_dlaas.frameworks.pytorch import build_module
+    from mlflow_dlaas.backends.pytorch.training import build_module
 
     spec = get_model(name)
     shape = spec.input_shape or (3, 32, 32)

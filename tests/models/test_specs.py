@@ -39,7 +39,7 @@ def test_the_training_memory_estimate_is_a_lower_bound_of_what_pytorch_holds(nam
     """What autograd keeps for the backward pass (parameters apart) is at least the spec's
     activation estimate: a refusal on it never turns away a batch that would fit."""
     torch = pytest.importorskip("torch", reason="checked against PyTorch's autograd")
-    from mlflow_dlaas.frameworks import BuildOptions, get_framework
+    from mlflow_dlaas.backends import BuildOptions, get_framework
     from mlflow_dlaas.models.memory import training_memory
 
     adapter = get_framework("pytorch")

@@ -13,8 +13,8 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from mlflow_dlaas.backends import get_runtime
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference.runtimes import get_runtime
 from mlflow_dlaas.libraries.readback import ARTIFACT_DIR, ARTIFACT_FILE
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
 from mlflow_dlaas.runs.schema import REASON_TAG

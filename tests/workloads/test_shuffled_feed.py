@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mlflow_dlaas.backends import BuildOptions, StepStats, Trainer, get_framework
 from mlflow_dlaas.data import load_dataset
-from mlflow_dlaas.frameworks import BuildOptions, StepStats, Trainer, get_framework
 from mlflow_dlaas.models import get_model
 from mlflow_dlaas.workloads import shuffled_feed
 from mlflow_dlaas.workloads.shuffled_feed import train_in_order

@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.frameworks.pytorch import libraries_in_force, threads_in_force
-from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.scenarios import Predictor
-from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.backends.pytorch.training import libraries_in_force, threads_in_force
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
+from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 
 
 class TorchScriptRuntime(InferenceRuntime):

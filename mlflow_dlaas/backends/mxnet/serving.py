@@ -7,17 +7,16 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
-from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.mxnet import (
+from mlflow_dlaas.backends.mxnet.training import (
     INSTALL_HINT,
     libraries_in_force,
     onednn_environment,
     thread_environment,
     threads_in_force,
 )
-from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.scenarios import Predictor
-from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
+from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -63,7 +62,7 @@ class MXNetRuntime(InferenceRuntime):
             net = mx.gluon.SymbolBlock.imports(str(local / "model-symbol.json"), ["data"],
                                                str(local / "model-0000.params"))
         else:
-            from mlflow_dlaas.frameworks.mxnet import build_gluon
+            from mlflow_dlaas.backends.mxnet.training import build_gluon
 
             mx.random.seed(0)
             net = build_gluon(mx, source.spec, source.input_shape, source.num_classes)

@@ -7,10 +7,9 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
+from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.scenarios import Predictor
-from mlflow_dlaas.inference.source import ModelSource
 from mlflow_dlaas.libraries.settings import refuse_unusable
 from mlflow_dlaas.parallelism import ParallelismSettings
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
-from mlflow_dlaas.frameworks.base import BuildOptions, FrameworkAdapter, StepStats, Trainer
+from mlflow_dlaas.backends.training import BuildOptions, FrameworkAdapter, StepStats, Trainer
 from mlflow_dlaas.models.spec import (
     ArchitectureSpec,
     BatchNorm,

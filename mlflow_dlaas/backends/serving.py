@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mlflow_dlaas.inference.scenarios import Predictor
-from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 

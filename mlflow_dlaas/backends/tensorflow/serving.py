@@ -7,17 +7,16 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
-from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.tensorflow import (
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
+from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.backends.tensorflow.training import (
     libraries_in_force,
     library_environment,
     quiet_environment,
     set_threads,
     threads_in_force,
 )
-from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.scenarios import Predictor
-from mlflow_dlaas.inference.source import ModelSource
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -72,7 +71,7 @@ class TensorFlowRuntime(InferenceRuntime):
                                   "-P log_model=false)")
             model = tf.keras.models.load_model(source.model_dir / "data" / "model.keras")
         else:
-            from mlflow_dlaas.frameworks.tensorflow import build_keras
+            from mlflow_dlaas.backends.tensorflow.training import build_keras
 
             tf.keras.utils.set_random_seed(0)
             model = build_keras(tf, source.spec, source.input_shape, source.num_classes)
@@ -90,7 +89,7 @@ class TensorFlowRuntime(InferenceRuntime):
 
     def _prepare_user(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         """The user's Keras file or SavedModel on its named inputs, XLA as asked."""
-        from mlflow_dlaas.inference.user_model import first_output_tf, load_keras
+        from mlflow_dlaas.backends.tensorflow.formats import first_output_tf, load_keras
 
         tf, user = self.tf, source.user
         assert user is not None

@@ -8,11 +8,10 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.pytorch.training import libraries_in_force, set_threads, threads_in_force
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
+from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.pytorch import libraries_in_force, set_threads, threads_in_force
-from mlflow_dlaas.inference.runtimes.base import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.inference.scenarios import Predictor
-from mlflow_dlaas.inference.source import ModelSource
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -81,7 +80,7 @@ class PyTorchRuntime(InferenceRuntime):
 
     def _prepare_user(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         """The user's TorchScript / torch.export / pickled module, on its named inputs."""
-        from mlflow_dlaas.inference.user_model import first_output, load_torch
+        from mlflow_dlaas.backends.pytorch.formats import first_output, load_torch
 
         torch, user = self.torch, source.user
         assert user is not None

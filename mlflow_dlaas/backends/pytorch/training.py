@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
-from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.frameworks.base import (
+from mlflow_dlaas.backends.training import (
     BuildOptions,
     FrameworkAdapter,
     StepStats,
     Trainer,
     pinned_requirement,
 )
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.models.spec import (
     ArchitectureSpec,
     BatchNorm,

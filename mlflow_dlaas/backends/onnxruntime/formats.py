@@ -1,0 +1,53 @@
+"""An ONNX file: its declared inputs, and a reference to check a runtime against (ONNX's
+own reference evaluator, else ONNX Runtime with every optimisation off)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mlflow_dlaas.backends.feed import Feed
+from mlflow_dlaas.backends.model_files import resolve_inputs, unreadable
+from mlflow_dlaas.backends.served_model import InputSpec
+
+
+def open_onnx(path: Path, shapes: dict, dtypes: dict
+              ) -> tuple[Callable[[Feed], np.ndarray], tuple[InputSpec, ...], str]:
+    """The ONNX graph's inputs, and ONNX's own reference evaluator as the reference."""
+    import onnx
+    from onnx import helper
+
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)  # runtimes report what it lets through (types)
+    except Exception as e:  # protobuf DecodeError, ValidationError, ...
+        raise unreadable(path, "ONNX", e) from None
+    weights = {i.name for i in model.graph.initializer}
+    declared = []
+    for value in model.graph.input:
+        if value.name in weights:
+            continue
+        tensor = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
+        declared.append((value.name, dims, dtype))
+    specs = resolve_inputs(declared, shapes, dtypes, origin=f"ONNX graph {path.name}")
+
+    def reference(feed: Feed) -> np.ndarray:
+        try:
+            from onnx.reference import ReferenceEvaluator
+
+            return np.asarray(ReferenceEvaluator(model).run(None, feed.arrays)[0])
+        except Exception:  # an operator the evaluator lacks: ONNX Runtime, unoptimised
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            session = ort.InferenceSession(str(path), options,
+                                           providers=["CPUExecutionProvider"])
+            return np.asarray(session.run(None, feed.arrays)[0])
+
+    return reference, specs, "onnx"
+
