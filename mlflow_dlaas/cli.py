@@ -91,9 +91,10 @@ def cli() -> None:
 @reports_errors
 def env_command(as_json: bool, shallow: bool) -> None:
     """Print this machine's hardware and software fingerprint."""
+    from mlflow_dlaas.backends.builds import framework_builds
     from mlflow_dlaas.environment import fingerprint
 
-    data = fingerprint(deep=not shallow)
+    data = {**fingerprint(), **framework_builds(deep=not shallow)}
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
         return

@@ -1,19 +1,17 @@
 """Hardware and software fingerprint of the machine a run measures on.
 
 Collected without importing any deep-learning framework: installed versions come from
-package metadata; build details (BLAS, oneDNN, OpenMP, CUDA) are read only from frameworks
-the process has already imported, or from all of them with ``deep=True`` (``mlflow-dlaas env``).
+package metadata. Build details (BLAS, oneDNN, OpenMP, CUDA) are each backend's to read
+(``mlflow_dlaas.backends.builds``), added where a framework is imported.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import platform
 import re
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -196,22 +194,9 @@ def threadpools() -> dict[str, Any]:
     return info
 
 
-def framework_builds(*, deep: bool = False) -> dict[str, Any]:
-    """Build details of each framework: only those imported already, unless ``deep``."""
-    builds: dict[str, Any] = {}
-    for module, reader in _BUILD_READERS.items():
-        if module not in sys.modules and not deep:
-            continue
-        try:
-            imported = importlib.import_module(module)
-            builds.update(reader(imported))
-        except Exception as e:  # a broken install must not break the fingerprint
-            builds[f"{module}_build_error"] = f"{type(e).__name__}: {e}"
-    return builds
-
-
-def fingerprint(*, deep: bool = False) -> dict[str, Any]:
-    """The whole fingerprint as a flat mapping of name to value."""
+def fingerprint() -> dict[str, Any]:
+    """The machine's fingerprint as a flat mapping of name to value (frameworks' builds
+    apart: :func:`mlflow_dlaas.backends.builds.framework_builds`)."""
     data: dict[str, Any] = {}
     data.update(cpu_info())
     data.update(os_info())
@@ -219,7 +204,6 @@ def fingerprint(*, deep: bool = False) -> dict[str, Any]:
     data.update(gpu_info())
     data["host_hash"] = host_hash(data, nvidia_gpu_models())
     data.update(threadpools())
-    data.update(framework_builds(deep=deep))
     data.update({f"env_{k}": v for k, v in performance_env().items()})
     return data
 
@@ -261,54 +245,6 @@ class DlaasRunContextProvider:
     def tags(self) -> dict[str, str]:
         return as_tags(fingerprint())
 
-
-def _torch_build(torch: Any) -> dict[str, Any]:
-    parallel = torch.__config__.parallel_info()
-    return {
-        "torch_build": torch.__config__.show(),
-        "torch_parallel_info": parallel,
-        "torch_cuda": torch.version.cuda or "none",
-        "torch_cudnn": str(torch.backends.cudnn.version()) if torch.cuda.is_available() else "none",
-        "torch_mkldnn": torch.backends.mkldnn.is_available(),
-    }
-
-
-def _tensorflow_build(tf: Any) -> dict[str, Any]:
-    info = dict(tf.sysconfig.get_build_info())
-    return {
-        "tensorflow_cuda_build": bool(info.get("is_cuda_build")),
-        "tensorflow_cuda": info.get("cuda_version", "none"),
-        "tensorflow_cudnn": info.get("cudnn_version", "none"),
-        "tensorflow_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
-    }
-
-
-def _mxnet_build(mx: Any) -> dict[str, Any]:
-    features = mx.runtime.Features()
-    return {"mxnet_features": ",".join(sorted(f.name for f in features.values() if f.enabled))}
-
-
-def _onnxruntime_build(ort: Any) -> dict[str, Any]:
-    return {
-        "onnxruntime_providers": ",".join(ort.get_available_providers()),
-        "onnxruntime_device": ort.get_device(),
-    }
-
-
-def _openvino_build(ov: Any) -> dict[str, Any]:
-    return {
-        "openvino_build": ov.get_version(),
-        "openvino_devices": ",".join(ov.Core().available_devices),
-    }
-
-
-_BUILD_READERS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "torch": _torch_build,
-    "tensorflow": _tensorflow_build,
-    "mxnet": _mxnet_build,
-    "onnxruntime": _onnxruntime_build,
-    "openvino": _openvino_build,
-}
 
 
 def _read_text(path: str) -> str | None:

@@ -208,7 +208,7 @@ def this_host() -> str:
     """This machine's hardware hash (``dlaas.host`` of the runs it measures)."""
     from mlflow_dlaas.environment import fingerprint
 
-    return str(fingerprint(deep=False)["host_hash"])
+    return str(fingerprint()["host_hash"])
 
 
 def announce(plan: str, steps: list[Step], say: Callable[[str], None]) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.backends import InferenceRuntime, get_runtime
+from mlflow_dlaas.backends.builds import framework_builds
 from mlflow_dlaas.backends.served_model import Predictor
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
@@ -262,7 +263,7 @@ def _describe(channel: WorkerChannel, runtime: InferenceRuntime, source: ModelSo
                     **({"architecture": source.name} if source.flops_per_sample() else {}),
                     **({"model_inputs": source.user.describe_inputs()}
                        if source.user is not None else {})})
-    host = fingerprint()
+    host = {**fingerprint(), **framework_builds()}
     channel.tags({RUNTIME_VERSION_TAG: runtime.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     channel.metrics({LOAD_TIME: load_s, **({PARAMETER_COUNT: source.parameter_count}

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.backends import BuildOptions, FrameworkAdapter, Trainer, get_framework
+from mlflow_dlaas.backends.builds import framework_builds
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
@@ -129,7 +130,7 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     in_force = {**adapter.threads_in_force(), **process_settings_in_force()}
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
     channel.send("dataset", **dataset.input_report(config.data_dir))
-    host = fingerprint()
+    host = {**fingerprint(), **framework_builds()}
     channel.tags({FRAMEWORK_VERSION_TAG: adapter.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     shape, classes = dataset.input_shape, dataset.num_classes
