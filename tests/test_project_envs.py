@@ -32,9 +32,9 @@ def test_project_env_has_every_core_dependency(project: str) -> None:
 
 
 def test_every_framework_and_runtime_has_a_project() -> None:
-    from mlflow_dlaas.backends import BUILTIN, RUNTIMES
+    from mlflow_dlaas.backends import FRAMEWORKS, RUNTIMES
 
-    assert set(BUILTIN) | set(RUNTIMES) <= set(PROJECTS)
+    assert set(FRAMEWORKS) | set(RUNTIMES) <= set(PROJECTS)
 
 
 def test_prepare_builds_mxnets_environment_once_and_says_where(cli_path: str) -> None:

@@ -63,7 +63,7 @@ def test_missing_framework_names_how_to_install_it(monkeypatch: pytest.MonkeyPat
 def test_mxnets_operator_threads_follow_its_engines_rule(
         environ: dict, machine: str, expected: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """What MXNet's operators run on, not what OpenMP's pool says (2 here in every case)."""
-    from mlflow_dlaas.backends import mxnet
+    from mlflow_dlaas.backends.mxnet import training as mxnet
 
     monkeypatch.setattr(mxnet.platform, "machine", lambda: machine)
     assert mxnet.operator_threads(environ, processors=2, openmp_max=2) == expected
