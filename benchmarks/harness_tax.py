@@ -7,7 +7,8 @@ Goal: within 3 % for PyTorch and TensorFlow.
 
     .venv/bin/python benchmarks/harness_tax.py [--frameworks pytorch tensorflow mxnet] [--rounds 5]
         [--epochs 3]   (LeNet-5's timed epochs)  [--steps 10]   (ResNet-50's)
-        [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; all three)
+        [--model resnet50]   (ResNet-50: 10 steps of 16 224x224 images; all three; with
+                              the CPU time each side spent over its timed steps)
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def main() -> None:
               f"{bare:8.1f} samples/s ({spread(theirs, KEY)})  tax "
               f"{100 * (1 - ours / bare):+6.2f} %  ({args.rounds} rounds, "
               f"{disturbed} of ours not valid)", flush=True)
+        if all("train_cpu_seconds" in f.values for f in mine + theirs):
+            print(f"{framework} {args.model:8s} CPU time over the timed steps: ours "
+                  f"{median(mine, 'train_cpu_seconds'):.1f} s ({spread(mine, 'train_cpu_seconds')}"
+                  f")  bare {median(theirs, 'train_cpu_seconds'):.1f} s "
+                  f"({spread(theirs, 'train_cpu_seconds')})", flush=True)
 
 
 if __name__ == "__main__":

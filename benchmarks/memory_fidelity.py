@@ -11,7 +11,8 @@ processes' peaks are printed beside (ours: the worker's ``run`` phase; bare: ``w
         [--epochs 3]   (LeNet-5's timed epochs)
         [--runtimes onnxruntime ...]   (an empty list skips that part)
         [--model resnet50]   (ResNet-50 at 224x224: training on all three frameworks;
-                              serving on PyTorch, ONNX Runtime, OpenVINO, batch 1 and 32)
+                              serving on PyTorch, TensorFlow, ONNX Runtime, OpenVINO,
+                              batch 1 and 32)
 """
 
 from __future__ import annotations
@@ -72,10 +73,6 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             onnx = fresh_onnx(Path(tmp), args.model)
             for runtime in args.runtimes:
-                if args.model == "resnet50" and runtime == "tensorflow":
-                    print("infer tensorflow resnet50: skipped, the bare TensorFlow loop builds "
-                          "LeNet-5 only")
-                    continue
                 report(f"infer {runtime} {args.model}",
                        *alternate(*infer_pair(runtime, onnx, args.model), args.rounds))
 

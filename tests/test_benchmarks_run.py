@@ -47,3 +47,20 @@ def test_a_benchmark_runs_and_prints_its_figures(script: str, tmp_path: Path) ->
     assert "Traceback" not in done.stderr
     figures = re.findall(r"\d+\.\d+", done.stdout)
     assert figures, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("builder", ["torch_resnet50", "keras_resnet50"])
+def test_the_bare_resnet50_has_torchvisions_parameter_count(builder: str,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The bare loops (training and serving) build what our presets build, so a pair compares
+    like with like: 25,557,032 parameters, as torchvision's and our own ResNet-50."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "bare"))
+    import train_resnet50
+
+    model = getattr(train_resnet50, builder)()
+    if builder == "torch_resnet50":
+        count = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    else:
+        count = sum(int(w.shape.num_elements()) for w in model.trainable_weights)
+    assert count == 25_557_032

@@ -3,8 +3,8 @@ or ResNet-50 with ``--model resnet50``.
 
 Single-stream: batch-1 queries one after another; offline: ``--offline_batch`` queries back to
 back; each for at least ``--min_queries`` queries and 1 s after ``--warmup`` queries, timed with
-perf_counter_ns. ONNX Runtime and OpenVINO serve ``--onnx FILE``; PyTorch (and TensorFlow, for
-LeNet-5) build the model natively (ResNet-50: the hand-written one of ``train_resnet50.py``).
+perf_counter_ns. ONNX Runtime and OpenVINO serve ``--onnx FILE``; PyTorch and TensorFlow
+build the model natively (ResNet-50: the hand-written one of ``train_resnet50.py``).
 Prints one JSON line, with the kernel's peak RSS of the two scenarios (its high-water mark
 restarted where they begin; the caller also reads the process's).
 
@@ -32,9 +32,9 @@ def pytorch(_: str, model_name: str) -> Callable[[np.ndarray], np.ndarray]:
     from torch import nn
 
     if model_name == "resnet50":
-        from train_resnet50 import resnet50
+        from train_resnet50 import torch_resnet50
 
-        model = resnet50().eval()
+        model = torch_resnet50().eval()
     else:
         model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
                               nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
@@ -50,13 +50,16 @@ def pytorch(_: str, model_name: str) -> Callable[[np.ndarray], np.ndarray]:
 def tensorflow(_: str, model_name: str) -> Callable[[np.ndarray], np.ndarray]:
     import tensorflow as tf
 
-    if model_name != "lenet5":
-        raise SystemExit("the bare TensorFlow loop builds LeNet-5 only")
     layers = tf.keras.layers
-    model = tf.keras.Sequential([
-        tf.keras.Input((28, 28, 1)), layers.Conv2D(20, 5), layers.MaxPooling2D(2),
-        layers.Conv2D(50, 5), layers.MaxPooling2D(2), layers.Flatten(),
-        layers.Dense(500, activation="relu"), layers.Dense(10)])
+    if model_name == "resnet50":
+        from train_resnet50 import keras_resnet50
+
+        model = keras_resnet50()
+    else:
+        model = tf.keras.Sequential([
+            tf.keras.Input((28, 28, 1)), layers.Conv2D(20, 5), layers.MaxPooling2D(2),
+            layers.Conv2D(50, 5), layers.MaxPooling2D(2), layers.Flatten(),
+            layers.Dense(500, activation="relu"), layers.Dense(10)])
     infer = tf.function(lambda x: model(x, training=False))
     return lambda x: infer(tf.constant(x.transpose(0, 2, 3, 1))).numpy()
 
