@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,17 @@ from kernel_peak import peak_rss_bytes, restart_peak
 IMAGES, CLASSES, LR, MOMENTUM = 256, 1000, 0.01, 0.9
 STAGES = (3, 4, 6, 3)
 Step = Callable[[np.ndarray, np.ndarray], None]
+
+
+def bottlenecks() -> Iterator[tuple[int, int, int]]:
+    """(input channels, width, stride) of each bottleneck block in order; the block's output
+    has 4 x width channels."""
+    cin = 64
+    for stage, blocks in enumerate(STAGES):
+        width = 64 * 2**stage
+        for index in range(blocks):
+            yield cin, width, 2 if stage and not index else 1
+            cin = width * 4
 
 
 def torch_resnet50() -> Any:
@@ -55,12 +66,7 @@ def torch_resnet50() -> Any:
 
     layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
                                nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-    cin = 64
-    for stage, blocks in enumerate(STAGES):
-        width = 64 * 2 ** stage
-        for index in range(blocks):
-            layers.append(Bottleneck(cin, width, 2 if stage and not index else 1))
-            cin = width * 4
+    layers += [Bottleneck(cin, width, stride) for cin, width, stride in bottlenecks()]
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, CLASSES)]
     return nn.Sequential(*layers)
 
@@ -102,9 +108,8 @@ def keras_resnet50() -> Any:
     inputs = keras.Input((224, 224, 3))
     x = layers.ReLU()(bn(layers.Conv2D(64, 7, 2, "same", use_bias=False)(inputs)))
     x = layers.MaxPooling2D(3, 2, "same")(x)
-    for stage, blocks in enumerate(STAGES):
-        for index in range(blocks):
-            x = bottleneck(x, 64 * 2 ** stage, 2 if stage and not index else 1)
+    for _, width, stride in bottlenecks():
+        x = bottleneck(x, width, stride)
     outputs = layers.Dense(CLASSES)(layers.GlobalAveragePooling2D()(x))
     return keras.Model(inputs, outputs)
 
@@ -166,12 +171,8 @@ def mxnet_step() -> Step:
     net = nn.HybridSequential()
     conv_bn(net, 64, 7, 2)
     net.add(nn.MaxPool2D(3, 2, 1))
-    cin = 64
-    for stage, blocks in enumerate(STAGES):
-        width = 64 * 2 ** stage
-        for index in range(blocks):
-            net.add(Bottleneck(cin, width, 2 if stage and not index else 1))
-            cin = width * 4
+    for cin, width, stride in bottlenecks():
+        net.add(Bottleneck(cin, width, stride))
     net.add(nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dense(CLASSES))
     net.initialize(mx.init.Xavier())
     net.hybridize(static_alloc=True, static_shape=True)
