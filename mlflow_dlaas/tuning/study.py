@@ -64,6 +64,7 @@ from mlflow_dlaas.tuning.recovery import (
 )
 from mlflow_dlaas.tuning.run_links import run_url
 from mlflow_dlaas.tuning.sampling import grid_space, make_sampler, suggest
+from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import (
@@ -123,6 +124,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                 parent_id = _parent_run(study, spec, experiment_id, created)
             started = time.monotonic()
             progress = _Progress(spec, started)
+            neighbours = SharedMachineNotice()
             while True:
                 stop.check()  # a stop Python dropped (raised in a weakref callback) lands here
                 _claim_parent(parent_id)
@@ -136,6 +138,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                 with stop.deferred():  # never a trial without its owner and parameters
                     trial = study.ask()
                     trial.set_user_attr(OWNER_ATTR, owner_tags())
+                neighbours.check(study, trial.number)
                 state = _run_trial(study, trial, spec, experiment_id, parent_id,
                                    reachable_url, stop)
                 progress.report(study, trial.number, state)

@@ -32,6 +32,7 @@ def test_two_workers_share_a_journal_file(cli_path: str, tracking: str, tmp_path
     outputs = [w.communicate(timeout=900)[0] for w in workers]
     for worker, output in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, output[-3000:]
+    assert any("runs on this machine beside trial" in output for output in outputs), outputs
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(journal)))
     trials = optuna.load_study(study_name=name, storage=storage).get_trials()
