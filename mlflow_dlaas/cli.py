@@ -262,35 +262,42 @@ def compare_command(experiment: str | None, study: str | None, include_disturbed
 def recommend_command(experiment: str | None, study: str | None, include_disturbed: bool,
                       objective: str, constraints: tuple[str, ...], batch_size: int | None,
                       host: str | None, as_json: bool) -> None:
-    """The best framework and settings for an objective under constraints.
+    """The best framework and settings for an objective under constraints, one answer per
+    workload (runs of another model, data set or epoch count are never ranked together).
 
-    A winner is claimed only when a rank test on at least 3 valid runs of each separates
-    it from the next best; otherwise the answer says "not separable" and why.
-    Exit code 0 with the answer and its evidence runs; 1 when no configuration meets the
-    constraints (the output says how many each constraint excluded).
+    Each answer states the best configuration against the next best as a ratio with its
+    95 % interval and one verdict: ahead by X, no meaningful difference, not separable, or
+    too few runs (3 valid runs a side at least). Exit code 0 with the answers and their
+    evidence runs; 1 when no workload has a configuration that meets the constraints (the
+    output says how many each constraint excluded).
     """
-    from dataclasses import asdict
-
     parse_asks((objective,), constraints)  # a bad ask fails before the report's libraries load
     from mlflow_dlaas.report.command import recommend_command as recommend
 
     answered = recommend(experiment=experiment, study=study, objective=objective,
                          constraints=constraints, batch_size=batch_size, host=host,
                          include_disturbed=include_disturbed)
-    answer = answered.recommendation
+    answers = answered.recommendations
+    found = any(answer.found for answer in answers)
     if as_json:
-        click.echo(json.dumps({"found": answer.found, "answer": answer.sentence(),
-                               "host": answered.host, "notes": list(answered.notes),
-                               **asdict(answer)}, indent=2, default=str))
-    else:
+        click.echo(json.dumps({"found": found, "host": answered.host,
+                               "notes": list(answered.notes),
+                               "answers": [answer.as_json() for answer in answers]},
+                              indent=2, default=str))
+        sys.exit(0 if found else 1)
+    for answer in answers:
+        if answer.workload:
+            click.echo(f"workload {answer.workload}:")
         click.echo(answer.sentence())
+        if answer.test_text():
+            click.echo(f"  test: {answer.test_text()}")
         for evidence in answer.evidence:
             click.echo(f"  evidence: {evidence.run_name} {evidence.link}")
         for name, value in answer.runner_up_names():
             click.echo(f"  next: {name}: {value}")
-        for note in answered.notes:
-            click.echo(f"  note: {note}")
-    sys.exit(0 if answer.found else 1)
+    for note in answered.notes:
+        click.echo(f"note: {note}")
+    sys.exit(0 if found else 1)
 
 
 @cli.command("reproduce")

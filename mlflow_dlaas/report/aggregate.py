@@ -5,19 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-#: params that tell replicates apart rather than configurations
-REPLICATE_PARAMS = ("params.seed",)
-#: params that only restate the system or what was in force: never shown as settings
-NOT_SHOWN = ("params.framework", "params.runtime")
+from mlflow_dlaas.report.comparable import configuration_columns
+
+#: params that only restate the system or the served model (its ``model``, ``run-1a2b3c4d``,
+#: names the training run): never shown as settings
+NOT_SHOWN = ("params.framework", "params.runtime", "params.reference_framework",
+             "params.architecture")
 STATS = ("median", "q1", "q3", "mean", "sd", "n")
-
-
-def configuration_columns(rows: pd.DataFrame) -> list[str]:
-    """The columns that define a configuration: entry, system, batch size, host (runs of two
-    machines are never replicates of each other) and every param."""
-    columns = [c for c in ("entry", "system", "batch_size", "host") if c in rows]
-    return columns + sorted(c for c in rows.columns
-                            if c.startswith("params.") and c not in REPLICATE_PARAMS)
 
 
 def shown_settings(stats: pd.DataFrame) -> list[str]:
@@ -26,7 +20,14 @@ def shown_settings(stats: pd.DataFrame) -> list[str]:
     return [c for c in configuration_columns(stats)
             if c in ("system", "batch_size")
             or (c not in NOT_SHOWN and not c.startswith("params.in_force_")
-                and stats[c].nunique(dropna=False) > 1)]
+                and stats[c].nunique(dropna=False) > 1 and not _restated(stats, c))]
+
+
+def _restated(stats: pd.DataFrame, column: str) -> bool:
+    """A served training run's URI (``runs:/ID``): its ``model`` (``run-1a2b3c4d``) says it."""
+    if column != "params.model_uri" or "params.model" not in stats:
+        return False
+    return bool(stats[column].fillna("").astype(str).str.startswith("runs:/").all())
 
 
 def configuration_ids(rows: pd.DataFrame) -> pd.Series:
@@ -51,7 +52,8 @@ def aggregate(rows: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         return pd.DataFrame(columns=["config", "runs", "run_ids"])
     rows = rows.assign(config=configuration_ids(rows))
     grouped = rows.groupby("config", sort=False)
-    settings = grouped[configuration_columns(rows)].first()
+    read_back = [c for c in rows.columns if c.startswith("params.in_force_")]
+    settings = grouped[configuration_columns(rows) + read_back].first()  # shown beside them
     out = settings.assign(runs=grouped.size(), run_ids=grouped["run_id"].agg(list))
     stats = {}
     for metric in metrics:

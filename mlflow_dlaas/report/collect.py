@@ -19,6 +19,7 @@ from mlflow_dlaas.runs.schema import (
     ORPHANED_TAG,
     PROJECT_TAG,
     REASON_TAG,
+    REPLICATE_TAG,
     ROLE_TAG,
     RUNTIME_TAG,
     STUDY_TAG,
@@ -39,7 +40,7 @@ TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
                TRIAL_NUMBER_TAG: "trial_number", REASON_TAG: "failure_reason",
                VALIDITY_TAG: "validity", VALIDITY_REASON_TAG: "validity_reason",
                HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model",
-               ACCURACY_TAG: ACCURACY_COLUMN}
+               ACCURACY_TAG: ACCURACY_COLUMN, REPLICATE_TAG: "replicate"}
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ def _row(run: Run) -> dict[str, object]:
     row["entry"] = row["entry"] or "other"
     row["system"] = row["framework"] or row["runtime"] or row["project"] or ""
     row["host"] = row["host"] or UNKNOWN_HOST
+    # a study's replicate index, else the seed: runs of one round share it (the demo's)
+    row["replicate"] = row["replicate"] or run.data.params.get("seed", "")
     row.update({f"params.{k}": v for k, v in run.data.params.items()})
     row.update({f"metrics.{k}": v for k, v in current_metrics(run.data.metrics).items()})
     return row

@@ -13,7 +13,7 @@ from mlflow_dlaas.errors import ConfigError, NothingToCompareError
 from mlflow_dlaas.report.collect import RunTable, collect_runs
 from mlflow_dlaas.report.hosts import pick_host
 from mlflow_dlaas.report.publish import Written, default_output, log_report_run, write_report
-from mlflow_dlaas.report.recommend import Recommendation, recommend
+from mlflow_dlaas.report.recommend import Recommendation, recommend_each_workload
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.runs.goals import parse_asks
@@ -23,9 +23,10 @@ from mlflow_dlaas.runs.tracking import configure_tracking
 
 @dataclass(frozen=True)
 class Answer:
-    """``recommend``'s answer on one host, and what a reader must know to trust it."""
+    """``recommend``'s answers on one host, one per workload, and what a reader must know
+    to trust them."""
 
-    recommendation: Recommendation
+    recommendations: tuple[Recommendation, ...]
     host: str | None  # the host judged; None when there were no runs
     notes: tuple[str, ...]  # runs left out and why, which host and why
 
@@ -72,8 +73,9 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
             raise ConfigError(f"--batch-size applies to inference objectives; {goal.text!r} "
                               "is judged on training runs")
         rows = rows[rows["batch_size"] == batch_size]
-    answer = recommend(rows, goal, bounds, redact_uri(uri), include_disturbed=include_disturbed)
-    return Answer(answer, chosen.name if chosen else None,
+    answers = recommend_each_workload(rows, goal, bounds, redact_uri(uri),
+                                      include_disturbed=include_disturbed)
+    return Answer(tuple(answers), chosen.name if chosen else None,
                   (*host_notes, *screened.notes()))
 
 

@@ -1,36 +1,36 @@
-"""The report's "parallel libraries" table: per framework, each library setting's training
-time and peak memory against the framework's default, with spread and a verdict.
+"""The report's "parallel libraries" table: per workload and framework, each library
+setting's training time and peak memory against the framework's default, like for like.
 
-A setting's runs are compared with the same framework's runs that left that setting at its
-default (the other settings as they were: marginal when a study varied several at once,
-exact when each was run against the default alone, as ``benchmarks/libraries.py`` does). The
-verdict is a two-sided Mann-Whitney U test on the runs: 'helped' or 'hurt' only when it
-separates them (p < 0.05), else 'no measurable difference', or 'too few runs' below three
-runs a side.
+A setting's runs are set against the default's only where both ran with everything else
+equal (:func:`mlflow_dlaas.report.comparable.match`: the workload, the other settings, the
+hyper-parameters): one cell per such combination. Where a study varied several settings,
+the comparison pools over the cells where both sides ran, relabelling within cells only (a
+stratified test), and the row names what it held and what it pooled over. Runs with no
+counterpart are counted apart and never pooled. Each verdict is the effect's ratio with its
+95 % interval (:mod:`mlflow_dlaas.report.effect`).
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
+from mlflow_dlaas.figures import significant
 from mlflow_dlaas.libraries.settings import LIBRARY_SETTINGS
+from mlflow_dlaas.report.comparable import Matching, by_workload, match
 from mlflow_dlaas.report.derived import PEAK_MEMORY
-from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES
-from mlflow_dlaas.report.tables import ComparisonTable, setting_text
+from mlflow_dlaas.report.formatting import setting_text
+from mlflow_dlaas.report.tables import ComparisonTable
 from mlflow_dlaas.runs.schema import TRAIN_TIME, WALL_TIME
 
-TITLE = "Parallel libraries (training, against each framework's default)"
-PROJECT_TITLE = "Parallel libraries (your project, against its default)"
-#: (heading, metric key, scale into the heading's unit, digits)
-Measure = tuple[str, str, float, int]
-MEASURES: tuple[Measure, ...] = (("train time (s)", TRAIN_TIME, 1.0, 2),
-                                 ("peak memory (MB)", PEAK_MEMORY, 1.0, 0))
+TITLE = "Parallel libraries (training, against each framework's default, like for like)"
+PROJECT_TITLE = "Parallel libraries (your project, against its default, like for like)"
+#: (heading with its unit, metric key)
+Measure = tuple[str, str]
+MEASURES: tuple[Measure, ...] = (("train time (s)", TRAIN_TIME),
+                                 ("peak memory (MB)", PEAK_MEMORY))
 #: A user's project: its whole command's wall time (what mlflow-dlaas can time from outside).
-PROJECT_MEASURES: tuple[Measure, ...] = (("wall time (s)", WALL_TIME, 1.0, 2),
-                                         ("peak memory (MB)", PEAK_MEMORY, 1.0, 0))
+PROJECT_MEASURES: tuple[Measure, ...] = (("wall time (s)", WALL_TIME),
+                                         ("peak memory (MB)", PEAK_MEMORY))
 DEFAULTS = ("", "default")
 
 
@@ -41,48 +41,75 @@ def libraries_table(train: pd.DataFrame, measures: tuple[Measure, ...] = MEASURE
     columns = [f"params.{s}" for s in LIBRARY_SETTINGS if f"params.{s}" in train]
     if train.empty or not columns:
         return None
-    headings = ["system", "setting", "value", "runs", "default runs"]
-    for heading, *_ in measures:
-        short = heading.split(" (")[0]
-        headings += [heading, f"{short} vs default", f"{short} verdict"]
+    workloads = by_workload(train)
+    headings = [*(["workload"] if len(workloads) > 1 else []), "system", "setting", "value",
+                "runs vs default runs", "held fixed", "pooled over"]
+    for heading, _ in measures:
+        headings += [heading, f"{heading.split(' (')[0]} vs default"]
     cells, hints, stats = [], [], []
-    for system, runs in train.groupby("system", sort=True):
-        for column in columns:
-            values = runs[column].fillna("").astype(str)
-            base = runs[values.isin(DEFAULTS)]
-            for value in sorted(set(values) - set(DEFAULTS)):
-                row, hint, numbers = _row(str(system), column, value, runs[values == value],
-                                          base, measures)
-                cells.append(row)
-                hints.append(hint)
-                stats.append(numbers)
+    for workload in workloads:
+        for system, runs in workload.rows.groupby("system", sort=True):
+            for column in columns:
+                values = runs[column].fillna("").astype(str)
+                for value in sorted(set(values) - set(DEFAULTS)):
+                    matching = match(runs, column, [value], DEFAULTS)
+                    row, hint, numbers = _row(str(system), column, value, matching, measures)
+                    prefix = [workload.label] if len(workloads) > 1 else []
+                    cells.append(prefix + row)
+                    hints.append([""] * len(prefix) + hint)
+                    stats.append({"workload": workload.label, **numbers})
     if not cells:
         return None
-    missing = [] if all(stats_row["default runs"] for stats_row in stats) else [
-        "some settings have no run of their framework at the default to compare with"]
-    return ComparisonTable(title, headings, cells, hints, pd.DataFrame(stats), missing)
+    return ComparisonTable(title, headings, cells, hints, pd.DataFrame(stats),
+                           _notes(pd.DataFrame(stats)))
 
 
-def _row(system: str, column: str, value: str, chosen: pd.DataFrame, base: pd.DataFrame,
+def _row(system: str, column: str, value: str, matching: Matching,
          measures: tuple[Measure, ...]) -> tuple[list[str], list[str], dict[str, object]]:
     setting = column.removeprefix("params.")
-    cells = [system, setting, setting_text(value), str(len(chosen)), str(len(base))]
-    hints = ["", "", "", "", ""]
-    numbers: dict[str, object] = {"system": system, "setting": setting, "value": value,
-                                  "runs": len(chosen), "run_ids": list(chosen["run_id"]),
-                                  "default runs": len(base),
-                                  "default_run_ids": ",".join(base["run_id"])}
-    for _, metric, scale, digits in measures:
+    chosen, baseline = matching.chosen_ids, matching.baseline_ids
+    lone = len(matching.unmatched_chosen) + len(matching.unmatched_baseline)
+    count = f"{len(chosen)} vs {len(baseline)}"
+    if not matching.cells:
+        count = f"no counterpart ({len(matching.unmatched_chosen)} runs)"
+    cells = [system, setting, setting_text(value), count,
+             ", ".join(matching.held()) or "—", ", ".join(matching.pooled()) or "nothing"]
+    hints = ["", "", "", f"{lone} runs without a counterpart left out" if lone else "",
+             "", ""]
+    numbers: dict[str, object] = {
+        "system": system, "setting": setting, "value": value, "runs": len(chosen),
+        "run_ids": chosen, "default runs": len(baseline), "default_run_ids": baseline,
+        "cells": len(matching.cells), "held": "; ".join(matching.held()),
+        "pooled_over": "; ".join(matching.pooled()),
+        "unmatched_run_ids": list(matching.unmatched_chosen),
+        "unmatched_default_run_ids": list(matching.unmatched_baseline)}
+    for heading, metric in measures:
         key = f"metrics.{metric}"
-        got = _values(chosen, key)
-        ref = _values(base, key)
-        ratio = _median(got) / _median(ref) if got and ref and _median(ref) else math.nan
-        verdict = _effect_of_setting(got, ref)
-        cells += [_spread(got, scale, digits), _ratio(ratio), verdict]
-        hints += [f"default: {_spread(ref, scale, digits)}", "median / default median", ""]
-        numbers.update({f"{metric}|median": _median(got) if got else math.nan,
-                        f"{metric}|ratio": ratio, f"{metric}|verdict": verdict})
+        got = [v for c in matching.cells for v in _values(c.chosen, key)]
+        if not matching.cells:
+            cells += ["—", "no default run equal in everything else: not compared"]
+            hints += ["", ""]
+            numbers[f"{metric}|verdict"] = "no counterpart"
+            continue
+        effect = matching.effect(key, lower_is_better=True)
+        cells += [_spread(got), effect.words()]
+        hints += [f"{heading}: median [interquartile range] of the setting's matched runs",
+                  effect.test_text()]
+        numbers.update({f"{metric}|median": _median(got), f"{metric}|ratio": effect.ratio,
+                        f"{metric}|ci_low": effect.low, f"{metric}|ci_high": effect.high,
+                        f"{metric}|p": effect.p_value, f"{metric}|verdict": effect.verdict.value,
+                        f"{metric}|test": effect.test_text()})
     return cells, hints, numbers
+
+
+def _notes(stats: pd.DataFrame) -> list[str]:
+    notes = []
+    lone = stats[stats["cells"] == 0]
+    if len(lone):
+        notes.append(f"{len(lone)} settings have no run of their framework at the default "
+                     "with everything else equal: run the default beside them (same workload, "
+                     "threads, other libraries) to compare them")
+    return notes
 
 
 def _values(rows: pd.DataFrame, key: str) -> list[float]:
@@ -92,29 +119,15 @@ def _values(rows: pd.DataFrame, key: str) -> list[float]:
 
 
 def _median(values: list[float]) -> float:
-    return float(pd.Series(values).median())
+    return float(pd.Series(values, dtype=float).median())
 
 
-def _spread(values: list[float], scale: float, digits: int) -> str:
-    """``median [q1–q3]`` (one run: its value; none: —)."""
+def _spread(values: list[float]) -> str:
+    """``median [q1–q3]`` at three significant digits (one run: its value; none: —)."""
     if not values:
         return "—"
-    series = pd.Series(values) * scale
-    text = f"{series.median():,.{digits}f}"
+    series = pd.Series(values, dtype=float)
+    text = significant(series.median())
     if len(values) > 1:
-        text += f" [{series.quantile(0.25):,.{digits}f}–{series.quantile(0.75):,.{digits}f}]"
+        text += f" [{significant(series.quantile(0.25))}–{significant(series.quantile(0.75))}]"
     return text
-
-
-def _ratio(ratio: float) -> str:
-    return "—" if math.isnan(ratio) else f"{ratio:.2f}x"
-
-
-def _effect_of_setting(chosen: list[float], default: list[float]) -> str:
-    """Lower is better for both measures (time, memory)."""
-    if min(len(chosen), len(default)) < MIN_REPLICATES:
-        return f"too few runs ({len(chosen)} vs {len(default)}; {MIN_REPLICATES} a side)"
-    p = float(mannwhitneyu(chosen, default, alternative="two-sided").pvalue)
-    if p >= ALPHA:
-        return f"no measurable difference (p = {p:.2f})"
-    return f"{'helped' if _median(chosen) < _median(default) else 'hurt'} (p = {p:.3f})"

@@ -17,10 +17,10 @@ from mlflow_dlaas.runs.schema import (
 
 TITLE = "Project runs (your code's own metrics; time, memory and CPU measured from outside)"
 MEASURED = (
-    Column("wall time (s)", WALL_TIME, digits=2),
-    Column("peak memory (MB)", PEAK_MEMORY, digits=0),
-    Column("CPU, whole run (s)", RUN_CPU_TIME, digits=2),
-    Column("energy, whole run (J)", ENERGY, digits=1),
+    Column("wall time (s)", WALL_TIME),
+    Column("peak memory (MB)", PEAK_MEMORY),
+    Column("CPU, whole run (s)", RUN_CPU_TIME),
+    Column("energy, whole run (J)", ENERGY),
 )
 #: Of the metrics a project's run holds, those mlflow-dlaas logs (the rest are the user's).
 OURS = frozenset({WALL_TIME, EXIT_CODE, KERNEL_CPU_TIME, KERNEL_MAX_RSS})
@@ -39,5 +39,5 @@ def project_table(runs: pd.DataFrame) -> ComparisonTable | None:
     """The table, or None where no run measured a user's project."""
     if runs.empty:
         return None
-    own = tuple(Column(key, key, digits=4) for key in own_metrics(runs))
+    own = tuple(Column(key, key) for key in own_metrics(runs))
     return comparison_table(TITLE, runs, (*own, *MEASURED))

@@ -112,6 +112,7 @@ def log_report_run(client: MlflowClient, report: Report, written: Written,
         found = [(s, r) for s in report.sections for r in s.recommendations if r.found]
         for i, (section, rec) in enumerate(found):
             where = f"host {section.host}: " if report.split_by_host else ""
+            where += f"{rec.workload}: " if rec.workload else ""
             client.set_tag(run.info.run_id, f"{RECOMMENDATION_TAG_PREFIX}{i}",
                            (where + rec.sentence())[:5000])
     except BaseException:

@@ -18,10 +18,22 @@ th, td { border: 1px solid #ccc; padding: .25rem .5rem; text-align: right; }
 th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
 figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: .85rem; color: #555; } .missing { color: #8a5a00; }
-.answer { background: #eef7ee; padding: .5rem .8rem; border-left: 4px solid #3a3; }
-.none { background: #fbf3e6; border-left-color: #c80; } code { font-size: .85rem; }
+.answer { padding: .5rem .8rem; margin: .6rem 0; border-left: 4px solid #999; background: #f5f5f5; }
+.answer.winner { background: #eef7ee; border-left-color: #3a3; }
+.answer.tie, .answer.only { background: #eef2f8; border-left-color: #57a; }
+.answer.open { background: #f7f7f2; border-left-color: #aa8; }
+.answer.none { background: #fbf3e6; border-left-color: #c80; }
+.answer .verdict { font-size: .75rem; text-transform: uppercase; letter-spacing: .05em;
+  color: #555; margin: 0; } .answer .test { font-size: .8rem; color: #555; }
+code { font-size: .85rem; }
 .scroll { overflow-x: auto; }
 """
+
+
+#: the label over a recommendation card, by its verdict
+VERDICT_LABELS = {"winner": "a clear winner", "tie": "no meaningful difference",
+                  "open": "not separable: no winner yet", "only": "the only candidate",
+                  "none": "no configuration qualifies"}
 
 
 def render_html(report: Report) -> str:
@@ -51,9 +63,10 @@ def _section(report: Report, section: HostSection) -> list[str]:
     if report.split_by_host:
         level = 3
         parts.append(f"<h2 id='host-{escape(section.host)}'>{escape(section.heading)}</h2>")
-    if section.recommendations:
-        parts.append(f"<h{level}>Recommendations</h{level}>")
-        parts += [_recommendation(r) for r in section.recommendations]
+    for workload, answers in section.recommendations_by_workload():
+        title = f"Recommendations: {workload}" if workload else "Recommendations"
+        parts.append(f"<h{level}>{escape(title)}</h{level}>")
+        parts += [_recommendation(r) for r in answers]
     parts += [_table(t, level) for t in section.tables]
     parts.append(f"<h{level}>Plots</h{level}>")
     parts += [_plot(p, report.plot_file(section, p), level + 1) for p in section.plots]
@@ -61,8 +74,12 @@ def _section(report: Report, section: HostSection) -> list[str]:
 
 
 def _recommendation(rec: Recommendation) -> str:
-    css = "answer" if rec.found else "answer none"
-    html = f"<div class='{css}'><p><b>{escape(rec.sentence())}</b></p>"
+    """A card styled by its verdict: a winner, a tie, an open question or no answer."""
+    label = escape(VERDICT_LABELS[rec.verdict])
+    html = (f"<div class='answer {rec.verdict}'><p class='verdict'>{label}</p>"
+            f"<p><b>{escape(rec.sentence())}</b></p>")
+    if rec.test_text():
+        html += f"<p class='test'>{escape(rec.test_text())}</p>"
     if rec.evidence:
         links = ", ".join(f"<a href='{escape(e.link)}'>{escape(e.run_name or e.run_id)}</a>"
                           for e in rec.evidence)

@@ -25,10 +25,13 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
     if report.split_by_host:
         level = "###"
         lines += ["", f"## {section.heading}"]
-    if section.recommendations:
-        lines += ["", f"{level} Recommendations", ""]
-        for rec in section.recommendations:
+    for workload, answers in section.recommendations_by_workload():
+        title = f"Recommendations: {workload}" if workload else "Recommendations"
+        lines += ["", f"{level} {title}", ""]
+        for rec in answers:
             lines.append(f"- **{rec.sentence()}**")
+            if rec.test_text():
+                lines.append(f"  test: {rec.test_text()}")
             if rec.evidence:
                 lines.append("  evidence: " + ", ".join(
                     f"[{e.run_name or e.run_id}]({e.link})" for e in rec.evidence))

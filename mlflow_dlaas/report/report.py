@@ -25,7 +25,11 @@ from mlflow_dlaas.report.hosts import Host, hosts
 from mlflow_dlaas.report.libraries import PROJECT_MEASURES, PROJECT_TITLE, libraries_table
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.project_table import project_table
-from mlflow_dlaas.report.recommend import Recommendation, add_time_to_accuracy, recommend
+from mlflow_dlaas.report.recommend import (
+    Recommendation,
+    add_time_to_accuracy,
+    recommend_each_workload,
+)
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.report.tables import (
     INFERENCE_COLUMNS,
@@ -48,13 +52,20 @@ class HostSection:
     cpu_model: str
     tables: list[ComparisonTable]
     plots: list[Plot]
-    recommendations: list[Recommendation]
+    recommendations: list[Recommendation]  # one per question and workload
     #: one line per part that could not be built: ``"<part>: <why>"``
     failures: list[str] = field(default_factory=list)
 
     @property
     def heading(self) -> str:
         return f"Host {self.host}" + (f" · {self.cpu_model}" if self.cpu_model else "")
+
+    def recommendations_by_workload(self) -> list[tuple[str, list[Recommendation]]]:
+        """The answers grouped by workload, in the order first asked ('' for one workload)."""
+        groups: dict[str, list[Recommendation]] = {}
+        for answer in self.recommendations:
+            groups.setdefault(answer.workload, []).append(answer)
+        return list(groups.items())
 
 
 @dataclass(frozen=True)
@@ -202,10 +213,11 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask
               if (t := parts.build(name, lambda b=build: b(work))) is not None]
     plots = [p for name, build in PLOT_BUILDERS
              if (p := parts.build(f"plot {name}", lambda b=build: b(client, work))) is not None]
-    recommendations = [r for goal, bounds in asks + default_asks(client, work)
-                       if (r := parts.build(f"recommendation {goal.text}", lambda g=goal, b=bounds:
-                           recommend(work.rows_for(client, g, b), g, b, tracking_uri,
-                                     include_disturbed=include_disturbed))) is not None]
+    answers = [found for goal, bounds in asks + default_asks(client, work)
+               if (found := parts.build(f"recommendation {goal.text}", lambda g=goal, b=bounds:
+                   recommend_each_workload(work.rows_for(client, g, b), g, b, tracking_uri,
+                                           include_disturbed=include_disturbed))) is not None]
+    recommendations = [r for found in answers for r in found]
     return HostSection(host.name, host.cpu_model, tables, plots, recommendations, parts.failures)
 
 

@@ -7,8 +7,8 @@ or, when it carries no verdict (runs logged before the check existed), unverifie
 from __future__ import annotations
 
 import re
-from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -17,7 +17,6 @@ from mlflow_dlaas.runs.validity import DISTURBED, VALID
 UNVERIFIED = "unverified"
 #: the flag that keeps disturbed runs, as the notes name it
 INCLUDE_FLAG = "--include-disturbed"
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def validity_of(runs: pd.DataFrame) -> pd.Series:
@@ -39,11 +38,65 @@ def counted_runs_label(*, include_disturbed: bool) -> str:
     return "runs of any validity" if include_disturbed else "valid runs"
 
 
-def brief_reason(reason: str) -> str:
-    """A reason with its figures left out, so that like reasons group together:
-    "other processes used 0.9 of 2 cores during train" -> "other processes used … of …
-    cores during train"."""
-    return _NUMBER.sub("…", reason.strip()) or "no reason recorded"
+#: each kind of disturbance a validity reason names: its pattern, and how a range of its
+#: figures is said (``{low}``, ``{high}`` and the pattern's other groups)
+KINDS = (
+    (re.compile(r"other processes used (?P<v>[\d.]+) of (?P<cores>\d+) cores during "
+                r"(?P<phase>[\w/.-]+) \(limit (?P<limit>[\d.]+)\)"),
+     "other processes used {figure} of {cores} cores (limit {limit})"),
+    (re.compile(r"the hypervisor stole (?P<v>[\d.]+) % of the CPU during (?P<phase>[\w/.-]+)"),
+     "the hypervisor stole {figure} % of the CPU"),
+    (re.compile(r"memory pressure reached (?P<v>[\d.]+) % during (?P<phase>[\w/.-]+)"),
+     "memory pressure reached {figure} %"),
+)
+
+
+@dataclass(frozen=True)
+class Disturbance:
+    """One kind of disturbance over the runs it hit: in words, with its figures' range."""
+
+    text: str  # "other processes used 0.31–1.50 of 2 cores (limit 0.25)"
+    phases: tuple[str, ...]
+    runs: int  # runs it hit (a run hit by two kinds counts under each)
+
+    def said(self, total: int) -> str:
+        """``in all 8: other processes used ... during train, offline`` (or ``in 2 of 8``)."""
+        where = f" during {', '.join(self.phases)}" if self.phases else ""
+        share = (f"in all {total}" if self.runs == total and total > 1 else
+                 "" if total == 1 else f"in {self.runs} of {total}")
+        return f"{share + ': ' if share else ''}{self.text}{where}"
+
+
+def disturbances(reasons: Sequence[str]) -> list[Disturbance]:
+    """The kinds of disturbance in the disturbed runs' reasons (one reason per run, its
+    parts separated by ``;``), each with the number of runs it hit."""
+    found: dict[str, tuple[str, list[float], dict[str, None], set[int], dict[str, str]]] = {}
+    for run, reason in enumerate(reasons):
+        parts = [p.strip() for p in str(reason).split(";") if p.strip()]
+        for part in parts or ["no reason recorded"]:
+            kind = next(((template, m) for pattern, template in KINDS
+                         if (m := pattern.fullmatch(part))), None)
+            if kind is None:
+                entry = found.setdefault(part, (part, [], {}, set(), {}))
+                entry[3].add(run)
+                continue
+            template, match = kind
+            groups = {k: v for k, v in match.groupdict().items() if k not in ("v", "phase")}
+            key = template.format(figure="", **groups)
+            entry = found.setdefault(key, (template, [], {}, set(), groups))
+            entry[1].append(float(match["v"]))
+            entry[2][match["phase"]] = None
+            entry[3].add(run)
+    return [Disturbance(_range_text(template, figures, groups), tuple(phases), len(runs))
+            for template, figures, phases, runs, groups in found.values()]
+
+
+def _range_text(template: str, figures: list[float], groups: dict[str, str]) -> str:
+    if not figures:
+        return template
+    low, high = min(figures), max(figures)
+    figure = f"{low:.2f}" if low == high else f"{low:.2f}–{high:.2f}"
+    return template.format(figure=figure, **groups)
 
 
 @dataclass(frozen=True)
@@ -54,15 +107,12 @@ class Screened:
     disturbed: int  # runs tagged disturbed: left out, or kept with include_disturbed
     include_disturbed: bool
     unverified: int
-    reasons: dict[str, int] = field(default_factory=dict)  # brief reason -> disturbed runs
-    examples: dict[str, str] = field(default_factory=dict)  # brief reason -> one in full
+    kinds: tuple[Disturbance, ...] = ()  # what disturbed them, in full words
 
     def _why(self) -> str:
-        """Each kind of reason with its count, and one in full (its figures)."""
-        return "; ".join(
-            f"{self.examples.get(reason, reason)}: {n}" if n == 1 else
-            f"{reason}, e.g. {self.examples[reason]}: {n}" if reason in self.examples else
-            f"{reason}: {n}" for reason, n in self.reasons.items())
+        """Each kind of disturbance, with the runs it hit out of the disturbed ones."""
+        return "; ".join(kind.said(self.disturbed) for kind in self.kinds) or \
+            "no reason recorded"
 
     def notes(self) -> list[str]:
         """Sentences for the report and ``recommend``'s output."""
@@ -103,13 +153,6 @@ def screen(runs: pd.DataFrame, *, include_disturbed: bool) -> Screened:
     disturbed = runs[verdict == DISTURBED]
     texts = (disturbed["validity_reason"] if "validity_reason" in disturbed
              else pd.Series("", index=disturbed.index))
-    parts = [part.strip() for text in texts.fillna("").astype(str)
-             for part in ([p for p in text.split(";") if p.strip()] or [""])]
-    reasons = Counter(brief_reason(part) for part in parts)
-    examples: dict[str, str] = {}
-    for part in parts:
-        if part:
-            examples.setdefault(brief_reason(part), part)
     kept = runs if include_disturbed else runs[verdict != DISTURBED]
     return Screened(kept, len(disturbed), include_disturbed, int((verdict == UNVERIFIED).sum()),
-                    dict(reasons.most_common()), examples)
+                    tuple(disturbances(list(texts.fillna("").astype(str)))))

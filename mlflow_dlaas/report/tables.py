@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from mlflow_dlaas.figures import significant
 from mlflow_dlaas.report.aggregate import NOT_SHOWN, aggregate, shown_settings
 from mlflow_dlaas.report.collect import ACCURACY_COLUMN
 from mlflow_dlaas.report.derived import (
@@ -15,17 +16,18 @@ from mlflow_dlaas.report.derived import (
     PEAK_MEMORY,
     TREE_PEAK,
 )
+from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.runs import schema
 
 
 @dataclass(frozen=True)
 class Column:
-    """One reported quantity: heading, metric key, scale into the heading's unit, digits."""
+    """One reported quantity: heading, metric key, scale into the heading's unit (shown at
+    three significant digits)."""
 
     heading: str
     metric: str
     scale: float = 1.0
-    digits: int = 3
 
     @property
     def key(self) -> str:
@@ -33,36 +35,35 @@ class Column:
 
 
 TRAINING_COLUMNS = (
-    Column("train time (s)", schema.TRAIN_TIME, digits=2),
+    Column("train time (s)", schema.TRAIN_TIME),
     Column("test time (s)", schema.TEST_TIME),
-    Column("accuracy", schema.TEST_ACCURACY, digits=4),
-    Column("time to accuracy (s)", schema.TIME_TO_ACCURACY, digits=2),
-    Column("peak memory (MB)", PEAK_MEMORY, digits=0),
-    Column("CPU % (train)", schema.TRAIN_MEAN_CPU, digits=0),
-    Column("GFLOP/s (train)", schema.TRAIN_GFLOPS, digits=1),
-    Column("fraction of peak", schema.FRACTION_OF_PEAK, digits=3),
-    Column("energy, whole run (J)", ENERGY, digits=1),
+    Column("accuracy", schema.TEST_ACCURACY),
+    Column("time to accuracy (s)", schema.TIME_TO_ACCURACY),
+    Column("peak memory (MB)", PEAK_MEMORY),
+    Column("CPU % (train)", schema.TRAIN_MEAN_CPU),
+    Column("GFLOP/s (train)", schema.TRAIN_GFLOPS),
+    Column("fraction of peak", schema.FRACTION_OF_PEAK),
+    Column("energy, whole run (J)", ENERGY),
 )
 INFERENCE_COLUMNS = (
     Column("p50 (ms)", schema.P50_LATENCY),
     Column("p99 (ms)", schema.P99_LATENCY),
-    Column("throughput (samples/s)", schema.INFERENCE_THROUGHPUT, digits=0),
+    Column("throughput (samples/s)", schema.INFERENCE_THROUGHPUT),
     Column("offline p99 (ms)", schema.scenario_key("offline", schema.LATENCY_P99)),
     Column("load time (s)", schema.LOAD_TIME),
-    Column("peak memory (MB)", PEAK_MEMORY, digits=0),
-    Column("energy per 1,000, whole run (J)", ENERGY_PER_1000, digits=2),
+    Column("peak memory (MB)", PEAK_MEMORY),
+    Column("energy per 1,000, whole run (J)", ENERGY_PER_1000),
 )
 #: The scenarios measured once per run (not per batch size): server and multi-stream.
 SCENARIO_COLUMNS = (
-    Column("server max QPS within p99 bound", schema.SERVER_MAX_QPS, digits=1),
+    Column("server max QPS within p99 bound", schema.SERVER_MAX_QPS),
     Column("server p99 at max QPS (ms)", schema.SERVER_P99_AT_MAX_QPS),
-    Column("server offered (queries/s)", schema.SERVER_TARGET_QPS, digits=1),
-    Column("server achieved (queries/s)", schema.SERVER_ACHIEVED_QPS, digits=1),
+    Column("server offered (queries/s)", schema.SERVER_TARGET_QPS),
+    Column("server achieved (queries/s)", schema.SERVER_ACHIEVED_QPS),
     Column("server p99 (ms)", schema.scenario_key("server", schema.LATENCY_P99)),
-    Column("server queries", schema.scenario_key("server", schema.QUERY_COUNT), digits=0),
+    Column("server queries", schema.scenario_key("server", schema.QUERY_COUNT)),
     Column("multi-stream p99 (ms)", schema.scenario_key("multi_stream", schema.LATENCY_P99)),
-    Column("multi-stream queries", schema.scenario_key("multi_stream", schema.QUERY_COUNT),
-           digits=0),
+    Column("multi-stream queries", schema.scenario_key("multi_stream", schema.QUERY_COUNT)),
 )
 #: The columns every table's statistics carry, whatever the section: who (``system``), how
 #: many runs (``runs``) and which (``run_ids``, a list of MLflow run ids). The CSVs, the HTML
@@ -98,10 +99,12 @@ class ComparisonTable:
                              f"per heading ({len(self.headings)})")
 
     def stats_csv(self) -> pd.DataFrame:
-        """The statistics as written to CSV: ``run_ids`` joined by commas."""
+        """The statistics as written to CSV: every list of run ids joined by commas."""
         if self.stats.empty:
             return self.stats
-        return self.stats.assign(run_ids=self.stats["run_ids"].map(",".join))
+        lists = [c for c in self.stats.columns
+                 if self.stats[c].map(lambda v: isinstance(v, (list, tuple))).all()]
+        return self.stats.assign(**{c: self.stats[c].map(",".join) for c in lists})
 
 
 def comparison_table(title: str, rows: pd.DataFrame, columns: tuple[Column, ...]
@@ -162,31 +165,15 @@ def _why(metric: str, rows: pd.DataFrame) -> str:
     return ""
 
 
-def setting_cell(row: pd.Series, column: str) -> str:
+def setting_cell(row: pd.Series, column: str, width: int | None = 32) -> str:
     """A setting's cell; an unset thread count with the count its run read back
     (``default (1)``: MXNet's default on a 2-core x86 machine is one thread), where that is a
     real count (TensorFlow's 0 means "its own default")."""
-    text = setting_text(row[column])
+    text = setting_text(row[column], width)
     in_force = setting_text(row.get(column.replace("params.", "params.in_force_", 1)))
     if text == "default" and in_force.isdigit() and in_force != "0":
         return f"default ({in_force})"
     return text
-
-
-def setting_text(value: object, width: int = 32) -> str:
-    """A setting as shown: unset (empty or absent) params are the framework's default; a run
-    URI by its first 8 hex digits; a long path by its file name; anything else longer than
-    ``width`` characters shortened."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
-        return "default"
-    text = str(value)
-    if text.startswith("runs:/") and len(text) > 14:
-        return text[:14] + "…"
-    if len(text) > width and "/" in text.rstrip("/"):
-        tail = "…/" + text.rstrip("/").rsplit("/", 1)[1]
-        if len(tail) <= width:
-            return tail
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _label(column: str) -> str:
@@ -197,10 +184,10 @@ def _cell(row: pd.Series, column: Column) -> str:
     median = row[f"{column.key}|median"]
     if median is None or (isinstance(median, float) and math.isnan(median)):
         return "—"
-    text = _number(median * column.scale, column.digits)
+    text = significant(median * column.scale)
     if row[f"{column.key}|n"] > 1:
-        low = _number(row[f"{column.key}|q1"] * column.scale, column.digits)
-        high = _number(row[f"{column.key}|q3"] * column.scale, column.digits)
+        low = significant(row[f"{column.key}|q1"] * column.scale)
+        high = significant(row[f"{column.key}|q3"] * column.scale)
         text += f" [{low}–{high}]"
     return text
 
@@ -209,10 +196,9 @@ def _hint(row: pd.Series, column: Column) -> str:
     n = int(row[f"{column.key}|n"])
     if not n:
         return ""
-    mean = _number(row[f"{column.key}|mean"] * column.scale, column.digits)
-    sd = _number(row[f"{column.key}|sd"] * column.scale, column.digits)
+    mean = significant(row[f"{column.key}|mean"] * column.scale)
+    sd = significant(row[f"{column.key}|sd"] * column.scale)
     return f"mean {mean} ± sd {sd}, n = {n}"
 
 
-def _number(value: float, digits: int) -> str:
-    return f"{value:,.{digits}f}"
+

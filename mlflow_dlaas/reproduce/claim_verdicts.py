@@ -1,16 +1,16 @@
 """Verdicts on measured runs: does a claim hold here?
 
-A claim is split into parts; each part is decided by rank tests (the report's rule: a
-two-sided Mann-Whitney U, p below ``ALPHA`` with at least ``MIN_REPLICATES`` valid runs a
-side, :mod:`mlflow_dlaas.report.separation`) between the runs of two settings:
+A claim is split into parts; each part is decided by the report's comparisons
+(:mod:`mlflow_dlaas.report.effect`: the ratio of two settings' runs with its 95 % interval,
+matched over the other settings by :mod:`mlflow_dlaas.report.comparable`):
 
-- a part **holds** when the tests it needs separate the settings in the claimed direction,
-  by an effect of at least ``MIN_EFFECT`` (medians 5 % apart);
-- it **does not hold** when a test separates them in the opposite direction by such an
-  effect (or, for a ranking, another runtime or setting is separated ahead);
-- it is **no meaningful difference** when the tests separate the settings but by less than
-  the minimum effect (with many replicates any difference separates);
-- it is **not separable** otherwise: too few runs, or spreads that overlap (p >= ALPHA).
+- a part **holds** when the comparisons it needs separate the settings in the claimed
+  direction (the interval excludes 1, the ratio beyond ``MIN_EFFECT``);
+- it **does not hold** when a comparison separates them in the opposite direction (or, for
+  a ranking, another runtime or setting is separated ahead);
+- it is **no meaningful difference** when the intervals lie within the minimum effect;
+- it is **not separable** otherwise: too few runs, or an interval that spans the minimum
+  effect.
 
 A claim holds when every part holds, does not hold when any part does not, is no meaningful
 difference when its open parts all are, and is not separable otherwise. The judges below
@@ -27,16 +27,10 @@ from itertools import combinations
 import pandas as pd
 from scipy.stats import spearmanr
 
+from mlflow_dlaas.report.comparable import effect_between, match
 from mlflow_dlaas.report.derived import ENERGY_PER_1000, PEAK_MEMORY
+from mlflow_dlaas.report.effect import ALPHA, MIN_REPLICATES, Effect, Verdict, compare_runs
 from mlflow_dlaas.report.report import Workloads
-from mlflow_dlaas.report.separation import (
-    ALPHA,
-    MIN_EFFECT,
-    MIN_REPLICATES,
-    best_possible_p,
-    relative_gap,
-    separate,
-)
 from mlflow_dlaas.runs import schema
 
 HOLDS = "holds"
@@ -75,50 +69,50 @@ SHORT = {TRAIN_TIME: "train time", ACCURACY: "accuracy", MEMORY: "peak memory",
          COPIES_THROUGHPUT: "throughput of all copies", COPIES_MEMORY: "peak memory of all copies"}
 
 
+#: metrics where more is better (every other: less is better)
+HIGHER_IS_BETTER = (ACCURACY, THROUGHPUT, COPIES_THROUGHPUT)
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """One rank test: the runs of setting ``a`` against those of ``b`` on one metric."""
+    """One test: the runs of setting ``a`` against those of ``b`` on one metric, as an
+    effect (a ratio with its interval), or a correlation said in words."""
 
     what: str  # "pytorch, train time: batch_size 256 vs 32"
     metric: str
     a: tuple[float, ...]
     b: tuple[float, ...]
     run_ids: tuple[str, ...]
-    separated: bool
-    p_value: float | None
-    #: separated by the test, but the medians are less than MIN_EFFECT apart
-    small_effect: bool = False
+    effect: Effect | None = None
+    #: a test that is not a ratio (a rank correlation): its result in words, and whether it
+    #: separated
+    said: str = ""
+    correlated: bool = False
+
+    @property
+    def separated(self) -> bool:
+        return self.effect.verdict.decided if self.effect else self.correlated
+
+    @property
+    def small_effect(self) -> bool:
+        """The interval lies within the minimum effect."""
+        return self.effect is not None and self.effect.verdict is Verdict.NO_DIFFERENCE
 
     @property
     def ratio(self) -> float:
-        """Median of ``a`` over median of ``b`` (NaN when either is missing or b is 0)."""
-        if not self.a or not self.b:
-            return math.nan
-        below = _median(self.b)
-        return _median(self.a) / below if below else math.nan
+        """``a`` over ``b`` (geometric means; NaN where either is missing)."""
+        return self.effect.ratio if self.effect else math.nan
 
     @property
     def direction(self) -> int:
         """+1 when ``a`` is separated above ``b``, -1 below, 0 when not separated."""
-        if not self.separated:
+        if not self.separated or self.effect is None:
             return 0
-        return 1 if _median(self.a) > _median(self.b) else -1
+        return 1 if self.effect.ratio > 1 else -1
 
     def outcome(self) -> str:
-        """The test in words: ``p = 0.029, 4 vs 4 runs`` or why it could not decide."""
-        n, m = len(self.a), len(self.b)
-        if min(n, m) < MIN_REPLICATES:
-            return f"too few valid runs ({n} vs {m}; {MIN_REPLICATES} a side needed)"
-        p = f"p = {self.p_value:.2g}" if self.p_value is not None else "p = —"
-        if self.small_effect:
-            return (f"no meaningful difference: {relative_gap(self.a, self.b):.1%} apart, "
-                    f"below the {MIN_EFFECT:.0%} minimum (separated: {p}, {n} vs {m} runs)")
-        if self.separated:
-            return f"separated ({p} < {ALPHA}, {n} vs {m} runs)"
-        floor = best_possible_p(n, m)
-        if floor >= ALPHA:
-            return f"too few runs for the test ({p}; {n} vs {m} cannot reach {ALPHA})"
-        return f"spreads overlap ({p} >= {ALPHA}, {n} vs {m} runs)"
+        """The comparison in the report's words, with its test."""
+        return self.effect.sentence() if self.effect else self.said
 
 
 @dataclass(frozen=True)
@@ -166,12 +160,15 @@ def combine(parts: Sequence[Part]) -> ClaimVerdict:
 
 
 def compare(what: str, metric: str, a: pd.DataFrame, b: pd.DataFrame) -> Comparison:
-    """The rank test of ``a``'s runs against ``b``'s on ``metric`` (a ``metrics.*`` column)."""
+    """``a``'s runs against ``b``'s on ``metric`` (a ``metrics.*`` column)."""
     got_a, ids_a = _values(a, metric)
     got_b, ids_b = _values(b, metric)
-    verdict = separate(got_a, got_b)
     return Comparison(what, metric, tuple(got_a), tuple(got_b), (*ids_a, *ids_b),
-                      verdict.separated, verdict.p_value, verdict.small_effect)
+                      effect_between(a, b, metric, lower_is_better=_lower_is_better(metric)))
+
+
+def _lower_is_better(metric: str) -> bool:
+    return metric not in HIGHER_IS_BETTER
 
 
 def _values(rows: pd.DataFrame, metric: str) -> tuple[list[float], list[str]]:
@@ -261,9 +258,14 @@ def _extremes(rows: pd.DataFrame, column: str, metric: str, system: str
         return None
     top, low = levels[-1], levels[0]
     name = column.removeprefix("params.")
-    values = rows[column].astype(str)
-    return compare(f"{system}, {SHORT.get(metric, metric)}: {name} {top} vs {low}", metric,
-                   rows[values == top], rows[values == low])
+    matching = match(rows.assign(**{column: rows[column].astype(str)}), column, [top], [low])
+    chosen = [r for c in matching.cells for r in c.chosen["run_id"]]
+    baseline = [r for c in matching.cells for r in c.baseline["run_id"]]
+    got_a, _ = _values(rows[rows["run_id"].isin(chosen)], metric)
+    got_b, _ = _values(rows[rows["run_id"].isin(baseline)], metric)
+    return Comparison(f"{system}, {SHORT.get(metric, metric)}: {name} {top} vs {low}", metric,
+                      tuple(got_a), tuple(got_b), (*chosen, *baseline),
+                      matching.effect(metric, lower_is_better=_lower_is_better(metric)))
 
 
 # --- training claims -----------------------------------------------------------------------
@@ -311,11 +313,11 @@ def _effect_differs(train: pd.DataFrame) -> Part:
     ratios = {name: _paired_ratios(rows, column) for name, rows in systems.items()}
     comparisons = []
     for (x, (a, ids_a)), (y, (b, ids_b)) in combinations(ratios.items(), 2):
-        verdict = separate(a, b)
         comparisons.append(Comparison(
             f"train-time ratio of {column.removeprefix('params.')} "
             f"{_levels(train, column)[-1]} vs {_levels(train, column)[0]}: {x} vs {y}",
-            "ratio", tuple(a), tuple(b), (*ids_a, *ids_b), verdict.separated, verdict.p_value))
+            "ratio", tuple(a), tuple(b), (*ids_a, *ids_b),
+            compare_runs(a, b, lower_is_better=True)))
     return _part_any(text, comparisons)
 
 
@@ -537,7 +539,8 @@ def judge_energy(work: Workloads) -> ClaimVerdict:
     said = f"Spearman rho = {rho:.2f}, p = {p:.2g}, {len(both)} rows"
     comparison = Comparison(f"{SHORT[ENERGY_1000]} against {SHORT[THROUGHPUT]}", ENERGY_1000,
                             tuple(both[ENERGY_1000]), tuple(both[THROUGHPUT]),
-                            tuple(map(str, both["run_id"].unique())), p < ALPHA, p)
+                            tuple(map(str, both["run_id"].unique())), said=said,
+                            correlated=p < ALPHA)
     outcome = NOT_SEPARABLE if p >= ALPHA else HOLDS if rho < 0 else DOES_NOT_HOLD
     return combine([Part(text, outcome, said, (comparison,))])
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from mlflow import MlflowClient
 
+from mlflow_dlaas.report.effect import ALPHA, MIN_EFFECT, MIN_REPLICATES
 from mlflow_dlaas.report.plots import Plot, draw, log_scale, missing
 from mlflow_dlaas.report.publish import ARTIFACT_DIR
 from mlflow_dlaas.report.render_html import STYLE
-from mlflow_dlaas.report.separation import ALPHA, MIN_EFFECT, MIN_REPLICATES
 from mlflow_dlaas.reproduce.claim_verdicts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.reproduce.runner import ClaimResult
 from mlflow_dlaas.runs.ownership import owner_tags
@@ -34,15 +34,18 @@ ANY_VALIDITY = ("Finished runs of this host of any validity count (--include-dis
                 "decide verdicts too; each claim's notes count them. Runs of other hosts are "
                 "left out.")
 RULES = (
-    f"Each comparison is a two-sided Mann-Whitney U test between the runs of two settings: "
-    f"separated when p < {ALPHA} with at least {MIN_REPLICATES} counted runs a side "
-    f"(mlflow_dlaas/report/separation.py); 4 runs a side are the fewest that can reach it.",
-    f"A part of a claim holds when its tests separate the settings in the claimed direction "
-    f"and their medians lie at least {MIN_EFFECT:.0%} apart (the minimum effect); it does not "
-    f"hold when a test separates them the other way by that much (or another runtime or "
-    f"setting is separated ahead); it is no meaningful difference when the tests separate "
-    f"them by less (both medians are shown); otherwise it is not separable (too few runs, or "
-    f"spreads that overlap). Ratios read a over b, in words: 1.20x slower, 1.25x faster.",
+    f"Each comparison sets the runs of two settings against each other, equal in every other "
+    f"setting (mlflow_dlaas/report/comparable.py), and states the ratio of their geometric "
+    f"means with its 95 % interval: the ratios an exact permutation test on the logarithms "
+    f"does not reject at p < {ALPHA} (mlflow_dlaas/report/effect.py). It needs at least "
+    f"{MIN_REPLICATES} counted runs a side, and enough arrangements that p < {ALPHA} can be "
+    f"reached (4 runs a side are the fewest).",
+    f"A part of a claim holds when its comparisons separate the settings in the claimed "
+    f"direction: the interval excludes 1 and the ratio lies beyond the {MIN_EFFECT:.0%} "
+    f"minimum effect; it does not hold when a comparison separates them the other way (or "
+    f"another runtime or setting is separated ahead); it is no meaningful difference when the "
+    f"intervals lie within the minimum effect; otherwise it is not separable (too few runs, "
+    f"or an interval that spans the minimum effect). Ratios read a over b.",
     "A claim holds when every part holds, does not hold when any part does not, is no "
     "meaningful difference when its open parts all are, and is not separable otherwise.",
     f"Throughput saturates when it grows up to batch 32 (separated) and by less than "

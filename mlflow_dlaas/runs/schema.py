@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.figures import significant
 
 SECTION = "Headline"
 BYTES_PER_MEGABYTE = 1e6
@@ -37,22 +38,23 @@ SERVER_MAX_QPS = f"{SECTION}/server_max_qps_within_p99_bound"
 SERVER_P99_AT_MAX_QPS = f"{SECTION}/server_p99_at_max_qps_ms"
 ENSEMBLE_THROUGHPUT = f"{SECTION}/ensemble_samples_per_second"
 
-#: Every headline key in the order a person reads it, with its label and format.
+#: Every headline key in the order a person reads it, with its label and unit (figures at
+#: three significant digits).
 LABELS: Mapping[str, tuple[str, str]] = {
-    TEST_ACCURACY: ("test accuracy", "{:.4f}"),
-    TRAIN_TIME: ("training time", "{:.2f} s"),
-    TIME_TO_ACCURACY: ("time to target accuracy", "{:.2f} s"),
-    TRAIN_THROUGHPUT: ("training throughput", "{:,.0f} samples/s"),
-    SINGLE_STREAM_P50: ("single-stream p50 (smallest batch)", "{:.3f} ms"),
-    SINGLE_STREAM_P99: ("single-stream p99 (smallest batch)", "{:.3f} ms"),
-    OFFLINE_THROUGHPUT: ("offline throughput (best batch)", "{:,.0f} samples/s"),
-    MULTI_STREAM_P99: ("multi-stream p99", "{:.2f} ms"),
-    SERVER_MAX_QPS: ("server queries/s within the p99 bound", "{:,.1f}"),
-    SERVER_P99_AT_MAX_QPS: ("server p99 at that rate", "{:.2f} ms"),
-    ENSEMBLE_THROUGHPUT: ("ensemble throughput", "{:,.0f} samples/s"),
-    PEAK_MEMORY: ("peak memory (measured phases)", "{:,.1f} MB"),
-    CPU_TIME: ("CPU time (measured phases)", "{:.2f} s"),
-    ENERGY: ("energy (measured phases)", "{:.1f} J"),
+    TEST_ACCURACY: ("test accuracy", ""),
+    TRAIN_TIME: ("training time", "s"),
+    TIME_TO_ACCURACY: ("time to target accuracy", "s"),
+    TRAIN_THROUGHPUT: ("training throughput", "samples/s"),
+    SINGLE_STREAM_P50: ("single-stream p50 (smallest batch)", "ms"),
+    SINGLE_STREAM_P99: ("single-stream p99 (smallest batch)", "ms"),
+    OFFLINE_THROUGHPUT: ("offline throughput (best batch)", "samples/s"),
+    MULTI_STREAM_P99: ("multi-stream p99", "ms"),
+    SERVER_MAX_QPS: ("server queries/s within the p99 bound", ""),
+    SERVER_P99_AT_MAX_QPS: ("server p99 at that rate", "ms"),
+    ENSEMBLE_THROUGHPUT: ("ensemble throughput", "samples/s"),
+    PEAK_MEMORY: ("peak memory (measured phases)", "MB"),
+    CPU_TIME: ("CPU time (measured phases)", "s"),
+    ENERGY: ("energy (measured phases)", "J"),
 }
 
 #: A phase's peak memory, as logged per phase (``train/peak_proc_rss_megabytes``).
@@ -373,11 +375,24 @@ def inference_headline(metrics: Mapping[str, float]) -> dict[str, float]:
 
 def headline_text(metrics: Mapping[str, float]) -> dict[str, str]:
     """The run's headline figures, labelled and formatted, in reading order."""
-    return {label: form.format(metrics[key]) for key, (label, form) in LABELS.items()
-            if key in metrics}
+    return {label: f"{significant(metrics[key])} {unit}".rstrip()
+            for key, (label, unit) in LABELS.items() if key in metrics}
 
 
 _BYTES = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+#: a metric key's ending -> the unit a person reads beside its value
+UNITS = (("_samples_per_second", "samples/s"), ("gflops_per_second", "GFLOP/s"),
+         ("_qps", "queries/s"), ("_megabytes", "MB"), ("_bytes", "bytes"),
+         ("_seconds", "s"), ("_ms", "ms"), ("_joules", "J"), ("_watts", "W"),
+         ("_percent", "%"), ("_mhz", "MHz"))
+
+
+def unit_of(metric: str) -> str:
+    """The unit of a metric key (``p99_latency_ms`` -> ``ms``); '' for counts and fractions
+    (accuracy, fraction of peak)."""
+    return next((unit for ending, unit in UNITS if metric.endswith(ending)), "")
 
 
 def unit_factor(metric: str, unit: str, where: str) -> float:

@@ -152,3 +152,12 @@ def _problems(phase: str, found: Mapping[str, float], cores: int,
     if pressure > limits.validity_max_memory_pressure_percent:
         problems.append(f"memory pressure reached {pressure:.1f} % during {phase}")
     return problems
+
+
+def disturbed_warning(tags: Mapping[str, str]) -> str:
+    """What a disturbed run's console line says first (``disturbed: other processes used
+    1.30 of 2 cores during train (limit 0.25); not comparable``), '' for any other run."""
+    if tags.get(VALIDITY_TAG) != DISTURBED:
+        return ""
+    reason = tags.get(VALIDITY_REASON_TAG, "") or "other work shared the CPU"
+    return f"disturbed: {reason}; not comparable"

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from mlflow_dlaas.console_log import verbose
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.figures import significant
 from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
@@ -469,12 +470,12 @@ class _Progress:
         best = ""
         found = best_trials(study, self.spec)
         if found and not self.spec.multi_objective:
-            best = f", best {found[0].values[0]:.4g} (trial {found[0].number})"
+            best = f", best {significant(found[0].values[0])} (trial {found[0].number})"
         elif found:
             best = f", Pareto front {len(found)}"
         elif any(t.state == TrialState.COMPLETE for t in trials) and self.spec.constraints:
             best = ", no feasible trial yet"
-        searched = " ".join(f"{k}={v}" for k, v in trials[number].params.items())
+        searched = " ".join(f"{k}={_short(v)}" for k, v in trials[number].params.items())
         print(f"[{finished}{total}] trial {number} {state.name}"
               f"{f' [{searched}]' if searched else ''}{self._outcome(trials[number])}{best}, "
               f"{elapsed / 60:.1f} min{left}", file=sys.stderr)
@@ -483,8 +484,14 @@ class _Progress:
         """``: accuracy 0.9312`` and, where it missed a constraint, which and by how much."""
         if trial.state != TrialState.COMPLETE or not trial.values:
             return ""
-        values = ", ".join(f"{o.metric} {v:.4g}"
+        values = ", ".join(f"{o.metric} {significant(v)}"
                            for o, v in zip(self.spec.objectives, trial.values, strict=False))
         missed = "" if is_feasible(trial) else \
             f" (infeasible: {describe_violations(self.spec.constraints, trial)})"
         return f": {values}{missed}"
+
+
+def _short(value: object) -> str:
+    """A sampled value as a person reads it: a float at four significant digits
+    (``0.003162`` for a log-uniform learning rate), anything else as it is."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

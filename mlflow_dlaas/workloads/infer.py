@@ -20,6 +20,7 @@ from mlflow.exceptions import MlflowException
 from mlflow_dlaas.backends import get_runtime
 from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.errors import ConfigError, WorkloadError
+from mlflow_dlaas.figures import significant
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.model_uri import parse_model_uri
 from mlflow_dlaas.inference.run_artifacts import (
@@ -46,6 +47,7 @@ from mlflow_dlaas.runs.schema import (
     scenario_key,
 )
 from mlflow_dlaas.runs.tracking import configure_tracking
+from mlflow_dlaas.runs.validity import disturbed_warning
 from mlflow_dlaas.workloads.entry import run_entry_point
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
@@ -66,14 +68,19 @@ class InferenceResult:
     run_id: str
     runtime: str
     figures: dict[str, float]
+    #: ``disturbed: ...; not comparable`` where other work shared the CPU, else ''
+    warning: str = ""
 
     def summary(self) -> str:
-        """One line for the console: the headline figures the run measured."""
+        """One line for the console: the headline figures the run measured, after the
+        warning that they are not comparable where the run was disturbed."""
         figures = {**inference_headline(self.figures), **self.figures}
         shown = [f"{label} {value}" for label, value in headline_text(figures).items()]
         if SERVER_P99 in self.figures and SERVER_MAX_QPS not in self.figures:
-            shown.append(f"server p99 {self.figures[SERVER_P99]:.2f} ms")
-        return f"run {self.run_id}: {self.runtime}: {', '.join(shown) or 'no headline figure'}"
+            shown.append(f"server p99 {significant(self.figures[SERVER_P99])} ms")
+        first = f"{self.warning}: " if self.warning else ""
+        return (f"run {self.run_id}: {self.runtime}: {first}"
+                f"{', '.join(shown) or 'no headline figure'}")
 
 
 def run_inference(config: InferConfig) -> InferenceResult:
@@ -105,8 +112,9 @@ def run_inference(config: InferConfig) -> InferenceResult:
             mlflow.MlflowClient().get_run(run_id).data.metrics))
         describe_active_run(f"Inference: {config.model} on {config.runtime}",
                             _key_settings(config))
-    return InferenceResult(run_id, config.runtime,
-                           dict(mlflow.MlflowClient().get_run(run_id).data.metrics))
+    finished = mlflow.MlflowClient().get_run(run_id)
+    return InferenceResult(run_id, config.runtime, dict(finished.data.metrics),
+                           disturbed_warning(finished.data.tags))
 
 
 def _served_model(config: InferConfig) -> str:

@@ -14,6 +14,7 @@ from mlflow_dlaas.measured_process.supervisor import run_worker
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import ENTRY_TAG, FRAMEWORK_TAG, WARNING_TAG, headline_text
 from mlflow_dlaas.runs.tracking import configure_tracking
+from mlflow_dlaas.runs.validity import disturbed_warning
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
     name_active_run,
@@ -28,11 +29,15 @@ class TrainingResult:
 
     run_id: str
     figures: dict[str, float]
+    #: ``disturbed: ...; not comparable`` where other work shared the CPU, else ''
+    warning: str = ""
 
     def summary(self) -> str:
-        """One line for the console: the headline figures the run measured."""
+        """One line for the console: the headline figures the run measured, after the
+        warning that they are not comparable where the run was disturbed."""
         shown = [f"{label} {value}" for label, value in headline_text(self.figures).items()]
-        return f"run {self.run_id}: {', '.join(shown) or 'no headline figure'}"
+        first = f"{self.warning}: " if self.warning else ""
+        return f"run {self.run_id}: {first}{', '.join(shown) or 'no headline figure'}"
 
 
 def run_training(config: TrainConfig, launch: WorkerLaunch,
@@ -51,7 +56,9 @@ def run_training(config: TrainConfig, launch: WorkerLaunch,
         run_worker(launch, run_id, worker)
         describe_active_run(f"Training {config.framework} {config.model} on {config.dataset}",
                             _key_settings(config))
-    return TrainingResult(run_id, dict(mlflow.MlflowClient().get_run(run_id).data.metrics))
+    finished = mlflow.MlflowClient().get_run(run_id)
+    return TrainingResult(run_id, dict(finished.data.metrics),
+                          disturbed_warning(finished.data.tags))
 
 
 def _key_settings(config: TrainConfig) -> dict[str, object]:

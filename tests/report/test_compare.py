@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mlflow_dlaas.cli import cli
+from mlflow_dlaas.figures import significant
 from tests.conftest import runs_of
 from tests.report.conftest import STUDY, Measured
 
@@ -89,14 +90,15 @@ def test_recommend_picks_the_best_median_and_links_its_runs(measured: Measured,
     done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
                 "--objective", "accuracy", "--constraint", "peak_memory<=64GiB", "--json")
     assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    (answer,) = json.loads(done.stdout)["answers"]
     assert answer["found"] and answer["best"]["system"] == best
     assert {e["run_id"] for e in answer["evidence"]} == set(measured.train[best])
     assert all(e["link"].startswith("http://127.0.0.1:5000/#/experiments/")
                for e in answer["evidence"])
-    # no winner is claimed without a rank test on 3 valid runs each: tensorflow ran once
-    assert not answer["separation"]["separated"]
-    assert "a winner needs at least 3 of each" in answer["separation"]["text"]
+    # no winner is claimed without 3 valid runs each: tensorflow ran once
+    assert answer["verdict"] == "open"
+    assert answer["against_next_best"]["verdict"] == "too few runs"
+    assert answer["against_next_best"]["words"].endswith("; 3 a side needed)")
 
 
 def test_recommend_inference_at_a_batch_size(measured: Measured, cli_path: str) -> None:
@@ -106,7 +108,7 @@ def test_recommend_inference_at_a_batch_size(measured: Measured, cli_path: str) 
     done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
                 "--objective", "p99_latency", "--batch-size", "4", "--json")
     assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    (answer,) = json.loads(done.stdout)["answers"]
     assert [e["run_id"] for e in answer["evidence"]] == [min(p99, key=p99.get)]
     assert answer["best"]["batch_size"] == "4"
 
@@ -116,7 +118,7 @@ def test_a_per_batch_bound_judges_run_wide_objectives_per_batch_size(
     done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
                 "--objective", "load_time", "--constraint", "p99_latency<=1s", "--json")
     assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    (answer,) = json.loads(done.stdout)["answers"]
     assert answer["best"]["batch_size"] == "1"  # load time ties across batch sizes: smallest
     assert {e["run_id"] for e in answer["evidence"]} <= {
         r for ids in measured.infer.values() for r in ids}
@@ -127,9 +129,9 @@ def test_time_to_a_chosen_accuracy_comes_from_the_epoch_history(measured: Measur
     done = _cli(cli_path, measured, "recommend", "--study", STUDY,
                 "--objective", "time_to_accuracy@0.5", "--json")
     assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    (answer,) = json.loads(done.stdout)["answers"]
     assert answer["best"]["system"] == "pytorch"  # the study holds the pytorch runs only
-    assert answer["separation"]["text"].startswith("the only qualifying configuration")
+    assert answer["verdict"] == "only" and answer["against_next_best"] is None
     client = mlflow.MlflowClient(measured.uri)
     reached = []
     for run_id in measured.train["pytorch"]:
@@ -137,7 +139,7 @@ def test_time_to_a_chosen_accuracy_comes_from_the_epoch_history(measured: Measur
                    client.get_metric_history(run_id, "cumulative_train_time_seconds")}
         reached.append(min(elapsed[m.step] for m in
                            client.get_metric_history(run_id, "test_accuracy") if m.value >= 0.5))
-    assert answer["value"].startswith(f"{_median(reached):.4g}")
+    assert answer["value"].startswith(f"{significant(_median(reached))} s")
 
 
 def test_nothing_qualifies_exits_1_and_says_why(measured: Measured, cli_path: str) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.report.tables import INFERENCE_COLUMNS, comparison_table, setting_text
+from mlflow_dlaas.report.formatting import setting_text
+from mlflow_dlaas.report.tables import INFERENCE_COLUMNS, comparison_table
 
 
 def test_settings_shared_by_every_row_leave_the_columns() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mlflow_dlaas.report.recommend import recommend
-from mlflow_dlaas.report.separation import ALPHA, MIN_REPLICATES, best_possible_p, separate
+from mlflow_dlaas.report.effect import Verdict, compare_runs
+from mlflow_dlaas.report.recommend import recommend, recommend_each_workload
 from mlflow_dlaas.runs.goals import parse_bound, parse_goal
 
 
@@ -24,77 +24,90 @@ def _runs(times: dict[str, list[float]], memory: dict[str, float] | None = None,
     return pd.DataFrame(rows)
 
 
-def test_clearly_separated_replicates_give_a_winner() -> None:
+def test_clearly_separated_replicates_give_a_winner_with_an_interval() -> None:
     answer = recommend(_runs({"pytorch": [1.0, 1.1, 1.2, 1.3],
                               "tensorflow": [2.0, 2.1, 2.2, 2.3]}), parse_goal("train_time"))
-    assert answer.best["system"] == "pytorch"
-    assert answer.value.startswith("1.15 (median of 4 runs, IQR 1.075–1.225)")
-    assert answer.separation.separated
-    assert answer.separation.p_value == pytest.approx(2 / 70)  # exact: 2 of C(8, 4) orders
-    assert answer.separation.text.startswith("a clear winner") and "p = 0.029" in answer.sentence()
+    assert answer.best["system"] == "pytorch" and answer.verdict == "winner"
+    assert answer.value.startswith("1.15 s (median of 4 runs, IQR 1.08–1.23 s)")
+    assert answer.effect is not None and answer.effect.verdict is Verdict.BETTER
+    assert answer.effect.p_value == pytest.approx(2 / 70)  # exact: 2 of C(8, 4) orders
+    assert answer.effect.low < answer.effect.ratio < answer.effect.high < 1
+    assert "ahead of the next best (tensorflow) by 47 % (ratio 0.533, 95 % CI 0.435–0.650)" in \
+        answer.sentence()
+    assert answer.test_text() == "permutation test, unpaired, p = 0.029, 4 vs 4 valid runs"
 
 
 def test_overlapping_replicates_are_not_separable() -> None:
     answer = recommend(_runs({"pytorch": [1.0, 1.5, 2.0, 2.5],
                               "tensorflow": [1.2, 1.6, 2.2, 2.4]}), parse_goal("train_time"))
     assert answer.best["system"] == "pytorch"  # the best median is still named ...
-    assert not answer.separation.separated  # ... but not claimed a winner
-    assert answer.separation.text.startswith("not separable from the next best: the gap could "
-                                             "be noise (rank test p = 0.89")
+    assert answer.verdict == "open"  # ... but not claimed a winner
+    assert "not separable from the next best (tensorflow) (ratio 0.9" in answer.sentence()
+    assert "the gap could be noise" in answer.sentence()
 
 
-def test_three_against_three_cannot_reach_the_alpha() -> None:
+def test_three_against_three_are_too_few_runs() -> None:
     """The exact two-sided test's smallest p for 3 against 3 runs is 2 / C(6, 3) = 0.1: even
-    runs that do not overlap at all do not separate at 0.05, and the verdict says so."""
-    assert ALPHA < best_possible_p(MIN_REPLICATES, MIN_REPLICATES) == pytest.approx(0.1)
+    runs that do not overlap at all cannot separate at 0.05, and the verdict says so."""
     answer = recommend(_runs({"pytorch": [1.0, 1.1, 1.2], "tensorflow": [2.0, 2.1, 2.2]}),
                        parse_goal("train_time"))
-    assert not answer.separation.separated and answer.separation.p_value == pytest.approx(0.1)
-    assert "3 vs 3 valid runs are too few" in answer.separation.text
-    assert "run each at least 4 times" in answer.separation.text
-    assert separate([1.0, 1.1, 1.2], [2.0, 2.1, 2.2, 2.3, 2.4]).separated  # 3 vs 5: p = 0.036
+    assert answer.effect is not None and answer.effect.verdict is Verdict.TOO_FEW
+    assert "too few runs to tell it from the next best (tensorflow) (3 vs 3: 20 " \
+        "arrangements" in answer.sentence()
+    assert compare_runs([1.0, 1.1, 1.2], [2.0, 2.1, 2.2, 2.3, 2.4],
+                        lower_is_better=True).verdict is Verdict.BETTER  # 3 vs 5: 56 orders
 
 
 def test_disturbed_and_unverified_runs_do_not_count_unless_included() -> None:
     runs = _runs({"pytorch": [1.0, 1.1, 1.2, 1.3], "tensorflow": [2.0, 2.1, 2.2, 2.3]},
                  validity={"pytorch": ["valid", "disturbed", "unverified", "valid"]})
     answer = recommend(runs, parse_goal("train_time"))
-    assert answer.best["system"] == "pytorch" and not answer.separation.separated
-    assert answer.separation.text == ("not separable from the next best: it has 2 valid runs, "
-                                      "the next best 4; a winner needs at least 3 of each, so "
-                                      "repeat the runs")
+    assert answer.best["system"] == "pytorch" and answer.verdict == "open"
+    assert answer.sentence().endswith("too few runs to tell it from the next best "
+                                      "(tensorflow) (2 vs 4; 3 a side needed)")
     counted = recommend(runs, parse_goal("train_time"), include_disturbed=True)
-    assert counted.separation.separated
-    assert counted.separation.text.endswith("4 vs 4 runs of any validity)")
+    assert counted.verdict == "winner"
+    assert counted.test_text().endswith("4 vs 4 runs of any validity")
 
 
 def test_constraints_apply_to_medians_and_say_what_they_excluded() -> None:
     runs = _runs({"pytorch": [1.0, 1.1], "tensorflow": [2.0, 2.1]},
                  {"pytorch": 3 * 2**30 / 1e6, "tensorflow": 1 * 2**30 / 1e6})
     answer = recommend(runs, parse_goal("train_time"), (parse_bound("peak_memory<=2GiB"),))
-    assert answer.best["system"] == "tensorflow"
-    assert not answer.separation.separated
-    assert answer.separation.text.startswith("the only qualifying configuration")
+    assert answer.best["system"] == "tensorflow" and answer.verdict == "only"
+    assert answer.sentence().endswith("the only qualifying configuration: nothing to compare "
+                                      "it with")
     none = recommend(runs, parse_goal("train_time"), (parse_bound("peak_memory<=1MiB"),))
     assert not none.found and none.excluded == {"peak_memory<=1MiB": 2}
-    assert "no configuration qualifies (2 considered" in none.sentence()
+    assert none.verdict == "none" and "no configuration qualifies (2 considered" in \
+        none.sentence()
 
 
-def test_a_separated_gap_below_the_minimum_effect_is_no_winner() -> None:
+def test_a_gap_within_the_minimum_effect_is_no_meaningful_difference() -> None:
     """With enough replicates any gap separates; 2 % is not a reason to choose a framework."""
     answer = recommend(_runs({"pytorch": [1.00, 1.001, 1.002, 1.003, 1.004],
                               "tensorflow": [1.02, 1.021, 1.022, 1.023, 1.024]}),
                        parse_goal("train_time"))
-    assert answer.best["system"] == "pytorch"
-    assert not answer.separation.separated and answer.separation.small_effect
-    assert answer.separation.text.startswith(
-        "no meaningful difference from the next best: medians 1.002 vs 1.022, 2.0% apart, "
-        "below the 5% minimum (the rank test separates them: p = 0.0079")
+    assert answer.best["system"] == "pytorch" and answer.verdict == "tie"
+    assert "no meaningful difference from the next best (tensorflow) (ratio 0.980, 95 % CI " \
+        "0.97" in answer.sentence() and "within ±5%" in answer.sentence()
 
 
-def test_a_clear_winner_says_by_how_much() -> None:
-    verdict = separate([1.0, 1.1, 1.2, 1.3], [2.0, 2.1, 2.2, 2.3])
-    assert verdict.separated and verdict.text.startswith("a clear winner: 47% ahead of")
+def test_runs_of_two_models_get_one_answer_each_never_ranked_together() -> None:
+    rows = pd.concat([
+        _runs({"pytorch": [1.0, 1.1, 1.2, 1.3], "tensorflow": [2.0, 2.1, 2.2, 2.3]})
+        .assign(**{"params.model": "lenet5"}),
+        _runs({"pytorch": [90.0, 91.0, 92.0, 93.0], "tensorflow": [50.0, 51.0, 52.0, 53.0]})
+        .assign(**{"params.model": "resnet50", "run_id": lambda f: f["run_id"] + "-r50"})])
+    answers = recommend_each_workload(rows, parse_goal("train_time"))
+    assert [a.workload for a in answers] == ["train · lenet5", "train · resnet50"]
+    assert [a.best["system"] for a in answers] == ["pytorch", "tensorflow"]
+    for answer in answers:
+        ids = {e.run_id for e in answer.evidence}
+        model = answer.workload.rsplit(" ", 1)[1]
+        assert set(rows.set_index("run_id").loc[sorted(ids), "params.model"]) == {model}
+        assert len(answer.runners_up) == 1  # the other framework of its own model only
+    assert answers[1].as_json()["best"] == {"system": "tensorflow"}
 
 
 def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None:
@@ -103,8 +116,9 @@ def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None
     rows["params.batch_size"] = ["64"] * 4 + ["32"] * 4
     answer = recommend(rows, parse_goal("train_time"))
     assert answer.sentence().startswith(
-        "pytorch with batch_size=64: lowest train_time (Headline/train_time_seconds), 1.15 (median")
-    assert "ahead of the next best (tensorflow with batch_size=32) beyond" in answer.sentence()
+        "pytorch with batch_size=64: lowest train_time (Headline/train_time_seconds), 1.15 s "
+        "(median")
+    assert "ahead of the next best (tensorflow with batch_size=32) by 47 %" in answer.sentence()
     assert answer.runner_up_names() == [("tensorflow with batch_size=32",
                                          answer.runners_up[0][1])]
     assert "log_model" not in answer.sentence()
@@ -120,7 +134,7 @@ def test_the_winner_is_named_by_what_differs_from_the_next_best_only() -> None:
     rows["params.log_model"] = ["True"] * 8 + ["False"]
     answer = recommend(rows, parse_goal("train_time"))
     assert answer.winner() == "mxnet"
-    assert answer.runner_up_names()[-1][0] == "pytorch with epochs=1, log_model=False"
+    assert answer.runner_up_names()[-1][0] == "pytorch with epochs=1"  # log_model: nuisance
 
 
 def test_an_accuracy_goal_on_synthetic_data_is_refused_with_the_reason() -> None:

@@ -12,6 +12,7 @@ from mlflow_dlaas.report.report import Workloads
 from mlflow_dlaas.reproduce.claim_verdicts import (
     DOES_NOT_HOLD,
     HOLDS,
+    NO_MEANINGFUL_DIFFERENCE,
     NOT_MEASURABLE,
     NOT_SEPARABLE,
     judge_copies,
@@ -83,14 +84,15 @@ def test_hyperparameters_hold_when_every_framework_is_separated_and_effects_diff
 def test_hyperparameters_not_separable_with_three_runs_each() -> None:
     verdict = judge_hyperparameters(work(hyper_runs({"pytorch": 0.5, "tensorflow": 0.2}, n=3)))
     assert verdict.verdict == NOT_SEPARABLE
-    assert "cannot reach 0.05" in verdict.reason
+    assert "too few runs (3 vs 3: 20 arrangements, so no outcome can reach p < " \
+        "0.05" in verdict.reason
 
 
-def test_hyperparameters_not_separable_when_the_effect_is_the_same() -> None:
+def test_hyperparameters_no_meaningful_difference_when_the_effect_is_the_same() -> None:
     verdict = judge_hyperparameters(work(hyper_runs({"pytorch": 0.5, "tensorflow": 0.5})))
-    assert verdict.verdict == NOT_SEPARABLE
+    assert verdict.verdict == NO_MEANINGFUL_DIFFERENCE
     effect = verdict.parts[2]
-    assert effect.outcome == NOT_SEPARABLE and "spreads overlap" in effect.why
+    assert effect.outcome == NO_MEANINGFUL_DIFFERENCE and "within ±5%" in effect.why
 
 
 def test_resources_do_not_hold_when_memory_falls_with_the_batch_size() -> None:
@@ -170,7 +172,7 @@ def copies_run(size: int, throughput: float, memory: float) -> dict[str, object]
 
 
 @pytest.mark.parametrize(("two_copies", "expected"), [(1.8, HOLDS), (0.6, DOES_NOT_HOLD),
-                                                      (1.0, NOT_SEPARABLE)])
+                                                      (1.0, NO_MEANINGFUL_DIFFERENCE)])
 def test_copies_trade_throughput_against_memory(two_copies: float, expected: str) -> None:
     rows = []
     for i in range(4):
@@ -252,8 +254,8 @@ def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
     b = pd.DataFrame({"run_id": ["b1", "b2", "b3", "b4"], MEMORY: [95.71, 95.70, 95.72, 95.73]})
     tiny = compare("peak memory: pytorch vs tensorflow", MEMORY, a, b)
     assert tiny.small_effect and tiny.direction == 0
-    assert tiny.outcome().startswith("no meaningful difference: 0.1% apart, below the 5% "
-                                     "minimum (separated: p = 0.029, 4 vs 4 runs)")
+    assert tiny.outcome() == ("no meaningful difference (ratio 1.00, 95 % CI 1.00–1.00, "
+                              "within ±5%); permutation test, unpaired, p = 0.029, 4 vs 4 runs")
     from mlflow_dlaas.reproduce.claim_verdicts import _part_any
 
     assert _part_any("memory differs", [tiny]).outcome == NO_MEANINGFUL_DIFFERENCE

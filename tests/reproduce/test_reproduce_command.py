@@ -96,7 +96,7 @@ def test_one_claim_end_to_end(reproduced: Reproduced) -> None:
     logged = {a.path for a in client.list_artifacts(report.info.run_id, "report")}
     assert {"report/claims.html", "report/claims.md"} <= logged
     markdown = (reproduced.output / "claims.md").read_text()
-    assert "## How a verdict is decided" in markdown and "Mann-Whitney" in markdown
+    assert "## How a verdict is decided" in markdown and "permutation test" in markdown
     assert "4 vs 4 runs" in markdown  # the tests behind the verdict, with their runs
     assert trials[0].info.run_id[:8] in markdown  # evidence runs are linked
 

@@ -15,9 +15,9 @@ def test_an_inference_run_ends_with_the_figures_it_measured() -> None:
         "Headline/server_p99_at_max_qps_ms": 4.5, "Headline/peak_memory_megabytes": 310.26})
     assert result.summary() == (
         "run abc: openvino: single-stream p50 (smallest batch) 0.130 ms, single-stream p99 "
-        "(smallest batch) 0.210 ms, offline throughput (best batch) 24,950 samples/s, server "
-        "queries/s within the p99 bound 2,301.2, server p99 at that rate 4.50 ms, peak memory "
-        "(measured phases) 310.3 MB")
+        "(smallest batch) 0.210 ms, offline throughput (best batch) 25,000 samples/s, server "
+        "queries/s within the p99 bound 2,300, server p99 at that rate 4.50 ms, peak memory "
+        "(measured phases) 310 MB")
     fixed_rate = InferenceResult("abc", "onnxruntime", {"server/latency_p99_ms": 4.5})
     assert fixed_rate.summary() == "run abc: onnxruntime: server p99 4.50 ms"
     assert InferenceResult("abc", "onnxruntime", {}).summary() == \
@@ -32,5 +32,5 @@ def test_a_training_run_ends_with_its_headline_figures() -> None:
         "Headline/train_samples_per_second": 3456.7, "Headline/peak_memory_megabytes": 415.94,
         "Headline/cpu_seconds": 8.5, "test_time_seconds": 0.1, "train_loss": 0.2})
     assert result.summary() == (
-        "run abc: test accuracy 0.9712, training time 4.32 s, training throughput 3,457 "
-        "samples/s, peak memory (measured phases) 415.9 MB, CPU time (measured phases) 8.50 s")
+        "run abc: test accuracy 0.971, training time 4.32 s, training throughput 3,460 "
+        "samples/s, peak memory (measured phases) 416 MB, CPU time (measured phases) 8.50 s")
