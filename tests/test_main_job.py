@@ -112,7 +112,8 @@ def test_the_report_has_every_section_the_runs_call_for(demo: CommandResult) -> 
     if _all_disturbed(demo):  # a busy machine: compared anyway, and said so
         assert "nothing to compare: all" in demo.stderr and "marked disturbed" in demo.stderr
         assert "Kept with --include-disturbed" in html
-    assert "Recommendations</h2>" in html and "Plots</h2>" in html
+    assert re.search(r"<h2>Recommendations: (train|infer) · lenet5[^<]*</h2>", html)
+    assert "Plots</h2>" in html
     table_text = re.sub(r"<[^>]+>", " ", html)
     for run in kept:
         assert run.data.tags.get("dlaas.framework", run.data.tags.get("dlaas.runtime", "")) \
@@ -162,6 +163,35 @@ def test_every_table_builder_keeps_the_statistics_contract(demo: CommandResult,
                                                "inference_stats.csv", "scenarios_stats.csv"}
 
 
+def test_the_libraries_table_compares_like_with_like_with_intervals(demo: CommandResult
+                                                                   ) -> None:
+    """Each library setting against its default within the study's cells (threads and the
+    other library held), both sides' runs listed, every decided verdict with its interval."""
+    stats_file = _report(demo) / "parallel_stats.csv"
+    if not stats_file.is_file():
+        pytest.skip("every study trial was disturbed: no parallel-libraries table to check")
+    stats = pd.read_csv(stats_file, dtype=str, keep_default_na=False)
+    client = mlflow.MlflowClient(tracking_uri=demo.store)
+    for _, row in stats.iterrows():
+        if not row["run_ids"]:
+            continue
+        sides = [[client.get_run(r) for r in row[c].split(",")]
+                 for c in ("run_ids", "default_run_ids")]
+        for side in sides:  # one workload: the study's one-epoch LeNet-5
+            assert {r.data.params["epochs"] for r in side} == {"1"}, row["setting"]
+        cells = [Counter(tuple(sorted((k, v) for k, v in r.data.params.items()
+                                      if k in SEARCH and k != row["setting"])) for r in side)
+                 for side in sides]
+        assert set(cells[0]) == set(cells[1]), row["setting"]  # the same cells on both sides
+        verdict = row["Headline/train_time_seconds|verdict"]
+        assert verdict in ("better", "worse", "no meaningful difference", "not separable",
+                           "too few runs"), verdict
+        if verdict != "too few runs":
+            assert float(row["Headline/train_time_seconds|ci_low"]) <= float(
+                row["Headline/train_time_seconds|ratio"]) <= float(
+                row["Headline/train_time_seconds|ci_high"])
+
+
 def test_reproduce_writes_its_claims_report_on_the_demo_store(demo: CommandResult) -> None:
     """A store that holds no claim's study: the claims report still writes, and says why."""
     done = run_as_user("mlflow-dlaas reproduce --claims 8 --no-run --output claims",
@@ -183,7 +213,7 @@ def test_the_demo_measures_each_configuration_enough_times(demo: CommandResult) 
     assert len(configs) == len(TRAIN_FRAMEWORKS) + len(SERVING), configs
     assert set(configs.values()) == {REPLICATES}, configs
     if not any(r.data.tags.get("dlaas.validity") == "disturbed" for r in measured):
-        assert "so repeat the runs" not in demo.stdout, demo.stdout[-3000:]
+        assert "measure more replicates" not in demo.stdout, demo.stdout[-3000:]
 
 
 def _configured_runs(demo: CommandResult, entry: str) -> list[mlflow.entities.Run]:

@@ -262,8 +262,8 @@ def _splits(n: int, m: int) -> np.ndarray:
         for i, chosen in enumerate(combinations(range(total), n)):
             rows[i, list(chosen)] = True
         return rows
-    rng = np.random.default_rng(0)
+    chosen = np.argpartition(np.random.default_rng(0).random((EXACT_LIMIT, total)), n - 1,
+                             axis=1)[:, :n]
     rows = np.zeros((EXACT_LIMIT, total), dtype=bool)
-    for i in range(EXACT_LIMIT):
-        rows[i, rng.choice(total, n, replace=False)] = True
+    np.put_along_axis(rows, chosen, True, axis=1)
     return rows
