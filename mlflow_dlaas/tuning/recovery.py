@@ -10,7 +10,6 @@ measurements are the retry's to make) and none stays RUNNING.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import time
@@ -21,24 +20,21 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from mlflow_dlaas.measured_process.lifeline import stop_process_tree
-from mlflow_dlaas.optuna_access.internals import storage_of, study_id, trial_id
+from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.runs.schema import ORPHANED_TAG, REASON_TAG
+from mlflow_dlaas.tuning.grid import GIVEN_UP_ATTR, POINT_ATTR
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
 OWNER_ATTR = "dlaas_owner"
 RUN_IDS_ATTR = "mlflow_run_ids"
 REASON_ATTR = "fail_reason"
 RETRY_OF_ATTR = "retry_of"
-#: set on a trial failed because its worker stopped: it does not count toward n_trials
-GIVEN_UP_ATTR = "dlaas_worker_stopped"
 STALE_AFTER_S = 60.0
 #: A RUNNING trial with no owner yet: its worker died inside ``ask()`` (a worker records
 #: itself a few milliseconds after) once it is this old.
 OWNERLESS_AFTER_S = 10.0
-#: Optuna's grid sampler keeps a trial's grid point in these system attributes.
-GRID_ATTRS = ("search_space", "grid_id")
 
 
 def counts(trial: FrozenTrial) -> bool:
@@ -88,7 +84,7 @@ def give_up(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
             return False
     except RuntimeError:  # finished meanwhile: recovered by another worker, or told
         return False
-    params = trial.params or grid_point(trial)
+    params = trial.system_attrs.get(POINT_ATTR) or trial.params  # a grid point: whole
     if params:  # else it was stopped inside ask() with nothing drawn: the sampler draws anew
         study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
     orphan_runs(trial.user_attrs.get(RUN_IDS_ATTR, []), reason)
@@ -96,18 +92,6 @@ def give_up(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
           f"{'it will be retried' if params else 'its settings will be drawn anew'}",
           file=sys.stderr)
     return True
-
-
-def grid_point(trial: FrozenTrial) -> dict[str, object]:
-    """The settings of the grid point a trial was given (Optuna's grid sampler records the
-    grid and the point's index before any parameter is drawn), or {} if none: a trial
-    stopped inside ``ask()`` keeps its point this way, and the point is measured."""
-    space = trial.system_attrs.get("search_space")
-    grid_id = trial.system_attrs.get("grid_id")
-    if not space or grid_id is None:
-        return {}
-    grid = list(itertools.product(*space.values()))  # the grid sampler's own order
-    return dict(zip(space, grid[grid_id], strict=True)) if grid_id < len(grid) else {}
 
 
 def orphan_runs(run_ids: Iterable[str], reason: str) -> None:
@@ -125,17 +109,3 @@ def orphan_runs(run_ids: Iterable[str], reason: str) -> None:
             stop_process_tree(owner.pid)  # the entry point ends its run KILLED on SIGTERM
         if client.get_run(run_id).info.status == "RUNNING":
             end_run(client, run_id, "KILLED", reason)
-
-
-def adopt_grid_point(study: optuna.Study, retry: optuna.Trial) -> None:
-    """Give a retry its original trial's grid point, so that Optuna's grid sampler counts
-    the point once and never asks for it again."""
-    original = retry.user_attrs.get(RETRY_OF_ATTR)
-    if original is None:
-        return
-    storage = storage_of(study)
-    attrs = storage.get_trial_system_attrs(
-        storage.get_trial_id_from_study_id_trial_number(study_id(study), original))
-    for key in GRID_ATTRS:
-        if key in attrs:
-            storage.set_trial_system_attr(trial_id(retry), key, attrs[key])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import optuna
 
+from mlflow_dlaas.tuning.grid import GridByValueSampler
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 
 
@@ -26,7 +27,7 @@ def make_sampler(spec: StudySpec, trials_before: int = 0) -> optuna.samplers.Bas
         return optuna.samplers.GPSampler(seed=seed)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.GridSampler(grid_space(spec), seed=seed)
+    return GridByValueSampler(grid_space(spec), seed=spec.seed)  # by value: no re-seeding
 
 
 def sampler_seed(seed: int | None, trials_before: int) -> int | None:

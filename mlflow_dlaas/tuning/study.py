@@ -52,13 +52,13 @@ from mlflow_dlaas.tuning.feasibility import (
     is_feasible,
     record_constraints,
 )
+from mlflow_dlaas.tuning.grid import GridByValue
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
 from mlflow_dlaas.tuning.recovery import (
     HEARTBEAT_ATTR,
     OWNER_ATTR,
     REASON_ATTR,
     RUN_IDS_ATTR,
-    adopt_grid_point,
     counts,
     give_up,
     recover_stale_trials,
@@ -149,12 +149,23 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
             _abandon(study, trial, parent_id, e)
             raise
     print(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
-          f"{summary.failed} failed; parent run {parent_id}", file=sys.stderr)
+          f"{summary.failed} failed{_grid_coverage(study, spec)}; parent run {parent_id}",
+          file=sys.stderr)
     _say_if_none_feasible(study, spec, summary)
     print(f"mlflow-dlaas: to browse: {target.ui_command()}", file=sys.stderr)
     if summary.failure is not None:
         raise NoTrialCompletedError(f"study {spec.name!r}: {summary.failure}")
     return summary
+
+
+def _grid_coverage(study: optuna.Study, spec: StudySpec) -> str:
+    """``; grid: 4 of 4 points measured`` for a grid study, counted by value (the parent
+    run's metrics ``grid_points_measured`` and ``grid_points``)."""
+    if spec.sampler != "grid":
+        return ""
+    grid = GridByValue(grid_space(spec))
+    measured = grid.measured(study.get_trials(deepcopy=False))
+    return f"; grid: {measured} of {len(grid.points)} points measured"
 
 
 def _say_if_none_feasible(study: optuna.Study, spec: StudySpec, summary: StudySummary) -> None:
@@ -189,9 +200,8 @@ def _next_step(study: optuna.Study, spec: StudySpec, started: float) -> str:
 
 
 def _grid_points_left(spec: StudySpec, trials: list[optuna.trial.FrozenTrial]) -> int:
-    """Grid points no trial has taken yet."""
-    taken = {t.system_attrs["grid_id"] for t in trials if "grid_id" in t.system_attrs}
-    return math.prod(len(v) for v in grid_space(spec).values()) - len(taken)
+    """Grid points no trial holds yet, by value."""
+    return len(GridByValue(grid_space(spec)).missing(trials))
 
 
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage
@@ -263,7 +273,6 @@ def _claim_parent(parent_id: str) -> None:
 
 def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
                parent_id: str, storage_url: str, stop: StopSignals) -> TrialState:
-    adopt_grid_point(study, trial)
     params = suggest(trial, spec)
     framework = params.pop("framework", spec.frameworks[0]) if spec.frameworks else \
         project_name(spec.project)
@@ -432,6 +441,10 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
     client.log_metric(parent_id, "trials_complete", count[TrialState.COMPLETE])
     client.log_metric(parent_id, "trials_failed", count[TrialState.FAIL])
     client.log_metric(parent_id, "trials_pruned", count[TrialState.PRUNED])
+    if spec.sampler == "grid":  # by value: distinct points measured, of the grid's
+        grid = GridByValue(grid_space(spec))
+        client.log_metric(parent_id, "grid_points_measured", grid.measured(trials))
+        client.log_metric(parent_id, "grid_points", len(grid.points))
     failure = None
     if not count[TrialState.RUNNING]:
         failure = no_completion_reason(trials)

@@ -131,7 +131,6 @@ def test_a_grid_retry_takes_its_failed_trials_place(tracking: str) -> None:
     started = time.monotonic()
     while (step := driver._next_step(study, spec, started)) == "ask":
         trial = study.ask()
-        recovery.adopt_grid_point(study, trial)
         measured.append(trial.suggest_categorical("batch_size", [8, 16, 32]))
         driver._tell(study, trial, StopSignals(), [1.0])
     assert step == "done"
@@ -150,7 +149,7 @@ def test_a_trial_stopped_inside_ask_is_failed_and_its_grid_point_measured(
     study = optuna.create_study(storage=optuna.storages.InMemoryStorage(),
                                 sampler=make_sampler(spec), direction="maximize")
     wedged = study.ask()  # the driver stopped here: a grid point, nothing else
-    assert not wedged.params and "grid_id" in study.get_trials()[0].system_attrs
+    assert not wedged.params and "dlaas_grid_point" in study.get_trials()[0].system_attrs
     recovery.recover_stale_trials(study)
     assert study.get_trials()[0].state == TrialState.RUNNING  # its worker may record itself yet
     monkeypatch.setattr(recovery, "OWNERLESS_AFTER_S", 0.0)
@@ -162,7 +161,6 @@ def test_a_trial_stopped_inside_ask_is_failed_and_its_grid_point_measured(
     started = time.monotonic()
     while (step := driver._next_step(study, spec, started)) == "ask":
         trial = study.ask()
-        recovery.adopt_grid_point(study, trial)
         measured.append(trial.suggest_categorical("batch_size", [32, 64]))
         driver._tell(study, trial, StopSignals(), [1.0])
     assert step == "done" and sorted(measured) == [32, 64]
