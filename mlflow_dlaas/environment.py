@@ -11,7 +11,7 @@ import json
 import os
 import platform
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,25 @@ def redact_value(value: str) -> str:
         redacted = _redact_fields(data)
         return value if redacted == data else json.dumps(redacted)
     return _redact_string(value)
+
+
+#: A command-line flag whose value is a credential (``--password PW``, ``--api-key K``).
+_SECRET_FLAG = re.compile(rf"^--?[\w-]*(?:{SECRET_NAME.pattern})[\w-]*$", re.I)
+
+
+def redact_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` as it may be recorded: URIs without credentials, ``password=...`` pairs and
+    the value after a credential flag (``--password PW``, ``--token=T``) masked."""
+    shown: list[str] = []
+    for arg in argv:
+        flag, eq, _ = arg.partition("=")
+        if shown and _SECRET_FLAG.match(shown[-1]) and not shown[-1].count("="):
+            shown.append(REDACTED)
+        elif eq and _SECRET_FLAG.match(flag):
+            shown.append(f"{flag}={REDACTED}")
+        else:
+            shown.append(redact_value(arg))
+    return shown
 
 
 def _redact_fields(data: Any) -> Any:

@@ -142,14 +142,26 @@ def test_a_script_with_a_missing_interpreter_exits_126_and_fails_its_run(
 
 def test_secrets_in_the_command_reach_no_tag_and_no_stream(cli_path: str, tracking: str) -> None:
     secret = "SECRET-mon-77"
-    out = _monitor(cli_path, tracking, "--", sys.executable, "-c", "import sys; sys.exit(0)",
+    out = _monitor(cli_path, tracking, "--", sys.executable, "-c", "import time; time.sleep(1)",
                    f"postgresql://u:{secret}@h/db", "--password", secret, f"--token={secret}",
-                   f"host=h password={secret}")
+                   f"--passwd={secret}", f"host=h password={secret}")
     assert out.returncode == 0, out.stderr
     (run,) = runs_of(tracking)
     assert secret not in out.stdout + out.stderr
     assert secret not in json.dumps([run.data.tags, run.data.params])
     assert "postgresql://u:***@h/db --password *** --token=***" in run.data.tags["dlaas.command"]
+    client = mlflow.MlflowClient()
+    pending = list(client.list_artifacts(run.info.run_id))
+    texts = []
+    while pending:  # every artifact, libraries/readback.json among them
+        item = pending.pop()
+        if item.is_dir:
+            pending += client.list_artifacts(run.info.run_id, item.path)
+        else:
+            texts.append((item.path, Path(client.download_artifacts(
+                run.info.run_id, item.path)).read_text(errors="replace")))
+    assert "libraries/readback.json" in dict(texts)
+    assert [path for path, text in texts if secret in text] == []
 
 
 def test_a_command_killed_by_a_signal_fails_its_run_with_the_reason(cli_path: str,

@@ -4,7 +4,6 @@ library settings applied around it, watched from outside (:mod:`.watch`)."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 import mlflow
 
-from mlflow_dlaas.environment import REDACTED, SECRET_NAME, redact_value
+from mlflow_dlaas.environment import redact_command
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import validate_interval
 from mlflow_dlaas.own_project.settings import (
@@ -72,25 +71,6 @@ def validate_command(argv: Sequence[str]) -> list[str]:
             f"command not found: {program!r}; check the spelling or give its full path"
         )
     return list(argv)
-
-
-#: A command-line flag whose value is a credential (``--password PW``, ``--api-key K``).
-_SECRET_FLAG = re.compile(rf"^--?[\w-]*(?:{SECRET_NAME.pattern})[\w-]*$", re.I)
-
-
-def redact_command(argv: Sequence[str]) -> list[str]:
-    """``argv`` as it may be recorded: URIs without credentials, ``password=...`` pairs and
-    the value after a credential flag (``--password PW``, ``--token=T``) masked."""
-    shown: list[str] = []
-    for arg in argv:
-        flag, eq, _ = arg.partition("=")
-        if shown and _SECRET_FLAG.match(shown[-1]) and not shown[-1].count("="):
-            shown.append(REDACTED)
-        elif eq and _SECRET_FLAG.match(flag):
-            shown.append(f"{flag}={REDACTED}")
-        else:
-            shown.append(redact_value(arg))
-    return shown
 
 
 def _how_it_ended(exit_code: int) -> str:

@@ -24,7 +24,7 @@ import mlflow
 import psutil
 from mlflow.entities import Metric, RunTag
 
-from mlflow_dlaas.environment import as_tags, fingerprint
+from mlflow_dlaas.environment import as_tags, fingerprint, redact_command
 from mlflow_dlaas.libraries.readback import mapped_files, parallel_libraries
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.monitor.resource_monitor import DEFAULT_INTERVAL_S, ResourceMonitor
@@ -63,7 +63,7 @@ class _Mapped:
                 found = {os.path.realpath(p) for p in parallel_libraries(mapped_files(proc.pid))}
                 self.by_pid.setdefault(proc.pid, set()).update(found)
                 if proc.pid not in self.commands:
-                    self.commands[proc.pid] = " ".join(proc.cmdline())[:300]
+                    self.commands[proc.pid] = " ".join(redact_command(proc.cmdline()))[:300]
 
     def main_process(self) -> int | None:
         """The process with the most parallel libraries mapped: the one doing the work."""

@@ -117,15 +117,16 @@ class Workload:
 
 
 def by_workload(rows: pd.DataFrame) -> list[Workload]:
-    """``rows`` split by workload, each named by the workload settings that differ between
-    them (an experiment of one workload: its entry alone)."""
+    """``rows`` split by workload, in the order of their names, each named by its model,
+    data and length and the other workload settings that differ between them."""
     if rows.empty:
         return []
     values = _workload_values(rows)
     ids = _keys(values, list(values.columns))
     differing = [c for c in values.columns if values[c].astype(str).nunique(dropna=False) > 1]
-    return [Workload(describe(values[ids == key].iloc[0], differing), rows[ids == key])
-            for key in dict.fromkeys(ids)]
+    found = [Workload(describe(values[ids == key].iloc[0], differing), rows[ids == key])
+             for key in dict.fromkeys(ids)]
+    return sorted(found, key=lambda w: w.label)
 
 
 def describe(row: pd.Series, columns: Sequence[str]) -> str:

@@ -7,12 +7,21 @@ our processes first takes an exclusive lock and opens the store while holding it
 first one creates the tables, the others wait for it and find them. A SQLite file is locked
 with ``fcntl.flock`` on ``<file>.lock`` beside it, a PostgreSQL database with a
 session-level advisory lock; a tracking server serialises its own store.
+
+A new SQLite store is made in a scratch file beside it and moved into place in one rename,
+so a stop at any moment of its creation leaves no half-made store. One left half-made by
+another program (``mlflow run`` opens the store itself, before our entry point, and a stop
+during its migrations leaves tables without their version) is set aside and made anew when
+it holds no run; one that holds runs is an error said in one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,7 +91,7 @@ def initialise_tracking_store(uri: str) -> None:
     if path is not None:
         wait_for_sqlite_locks()
         with first_use_lock(path):
-            _open_store(uri)
+            _open_sqlite_store(uri, path)
     elif uri.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):
         with postgres_advisory_lock(uri):
             _open_store(uri)
@@ -127,3 +136,72 @@ def _open_store(uri: str) -> None:
         except OperationalError as e:
             if "database is locked" not in str(e) or attempt == OPEN_ATTEMPTS:
                 raise
+
+
+#: what SQLAlchemy says when a migration meets a table an earlier, stopped one made
+_HALF_MADE = "already exists"
+
+
+def _open_sqlite_store(uri: str, path: Path) -> None:
+    """Create the store atomically where it is new; repair it where another program's
+    stopped creation left it half-made and empty; else open it."""
+    for scratch in path.parent.glob(f"{path.name}.creating-*"):  # a stopped creation's
+        scratch.unlink(missing_ok=True)
+    if not path.exists() or path.stat().st_size == 0:
+        _create_sqlite_store(path)
+    try:
+        _open_store(uri)
+    except Exception as e:  # SQLAlchemy's OperationalError, wrapped by MLflow or not
+        if _HALF_MADE not in str(e):
+            raise
+        _forget_engine(uri)
+        _repair_half_made(path, e)
+        _open_store(uri)
+
+
+def _forget_engine(uri: str) -> None:
+    """Drop the engine MLflow keeps for ``uri`` (one per database URI, in
+    ``SqlAlchemyStore._engine_map``): its pooled connections still hold the half-made file."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engine = SqlAlchemyStore._engine_map.pop(uri, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _create_sqlite_store(path: Path) -> None:
+    """MLflow's tables in ``<path>.creating-<pid>``, then one rename to ``path``."""
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f"{path.name}.creating-{os.getpid()}")
+    store = SqlAlchemyStore(f"sqlite:///{scratch}", DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+    store.engine.dispose()
+    os.replace(scratch, path)
+
+
+def _repair_half_made(path: Path, error: Exception) -> None:
+    """Set an empty half-made store aside (``<path>.half-made-<time>``) and make it anew;
+    one that holds runs is left as it is, with a one-line error saying what to do."""
+    from mlflow_dlaas.errors import TrackingUnavailableError
+
+    if _run_count(path):
+        raise TrackingUnavailableError(
+            f"the tracking store {path} is half-migrated ({str(error).splitlines()[0][:200]})"
+            " and holds runs: back it up, then run `mlflow db upgrade sqlite:///"
+            f"{path}`") from None
+    aside = path.with_name(f"{path.name}.half-made-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.replace(path, aside)
+    print(f"mlflow-dlaas: the tracking store {path} was left half-made by a stopped first "
+          f"use and held no run: set aside as {aside.name}, made anew", file=sys.stderr)
+    _create_sqlite_store(path)
+
+
+def _run_count(path: Path) -> int:
+    """Runs in a SQLite store (0 where it has no runs table yet)."""
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        try:
+            return int(connection.execute("SELECT count(*) FROM runs").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0

@@ -17,7 +17,6 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
@@ -30,6 +29,8 @@ POINT_ATTR = "dlaas_grid_point"
 GIVEN_UP_ATTR = "dlaas_worker_stopped"
 
 Point = dict[str, Any]
+#: how often a new trial looks again for a worker that took the same point at the same time
+RECHECKS = 3
 
 
 def canonical(value: Any) -> Any:
@@ -90,14 +91,13 @@ class GridByValue:
 
 
 class GridByValueSampler(optuna.samplers.BaseSampler):
-    """Gives each new trial a point no trial holds (a queued trial keeps the settings it was
-    queued with); draws among the missing points with the study's seed and the trial's
-    number, so that two workers starting at once rarely pick the same one."""
+    """Gives each new trial the first point, in the spec's order, that no trial holds (a
+    queued trial keeps the settings it was queued with). Two workers that start trials at
+    once may pick the same point: each then looks again, and the trial with the higher
+    number moves on to the next missing point."""
 
-    def __init__(self, space: Mapping[str, Sequence[Any]], seed: int | None = None) -> None:
+    def __init__(self, space: Mapping[str, Sequence[Any]]) -> None:
         self.grid = GridByValue(space)
-        self.space = {name: list(values) for name, values in space.items()}
-        self.seed = seed
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
                                     ) -> dict[str, BaseDistribution]:
@@ -110,14 +110,31 @@ class GridByValueSampler(optuna.samplers.BaseSampler):
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         queued = trial.system_attrs.get("fixed_params") or {}
         if point_key(queued, self.grid.names) is not None:
-            point = {name: queued[name] for name in self.grid.names}
-        else:  # a new trial, or one queued with part of a point: a missing point that fits
+            self._record(study, trial, {name: queued[name] for name in self.grid.names})
+            return
+        point = None
+        for _ in range(RECHECKS):
             others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
-            fits = [p for p in self.grid.missing(others) or self.grid.points
-                    if all(canonical(p[k]) == canonical(v) for k, v in queued.items()
-                           if k in p)] or self.grid.points
-            rng = np.random.default_rng([self.seed or 0, trial.number])
-            point = fits[int(rng.integers(len(fits)))]
+            if point is not None and not self._taken_before(point, others, trial.number):
+                return
+            point = self._first_missing(others, queued)
+            self._record(study, trial, point)
+
+    def _first_missing(self, others: Sequence[FrozenTrial], queued: Mapping[str, Any]
+                       ) -> Point:
+        """The first point no other trial holds that fits what the trial was queued with
+        (a retry of a trial that held part of a point); any point where all are held."""
+        fits = [p for p in self.grid.missing(others)
+                if all(canonical(p[k]) == canonical(v) for k, v in queued.items() if k in p)]
+        return (fits or self.grid.points)[0]
+
+    def _taken_before(self, point: Point, others: Sequence[FrozenTrial], number: int) -> bool:
+        """Whether a trial numbered below ``number`` holds ``point`` too."""
+        earlier = [t for t in others if t.number < number]
+        return point_key(point, self.grid.names) in self.grid.taken(earlier)
+
+    @staticmethod
+    def _record(study: optuna.Study, trial: FrozenTrial, point: Point) -> None:
         storage_of(study).set_trial_system_attr(trial_id(trial), POINT_ATTR, point)
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,

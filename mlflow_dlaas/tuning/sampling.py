@@ -27,7 +27,7 @@ def make_sampler(spec: StudySpec, trials_before: int = 0) -> optuna.samplers.Bas
         return optuna.samplers.GPSampler(seed=seed)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return GridByValueSampler(grid_space(spec), seed=spec.seed)  # by value: no re-seeding
+    return GridByValueSampler(grid_space(spec))  # by value, in the spec's order: no seed
 
 
 def sampler_seed(seed: int | None, trials_before: int) -> int | None:

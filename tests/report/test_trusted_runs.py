@@ -22,7 +22,7 @@ BUSY = "other processes used {:.2f} of 2 cores during train (limit 0.25)"
 
 def _log(experiment: str, system: str, times: list[float], *, host: str = HOST_A,
          validity: list[str | None] | None = None, measured_mb: float | None = None,
-         tree_mb: float = 400.0) -> list[str]:
+         tree_mb: float = 400.0, model: str | None = None) -> list[str]:
     """One finished training run per value of ``times`` (seeds 0, 1, ...)."""
     client = mlflow.MlflowClient()
     experiment_id = client.get_experiment_by_name(experiment).experiment_id
@@ -41,7 +41,8 @@ def _log(experiment: str, system: str, times: list[float], *, host: str = HOST_A
         run = client.create_run(experiment_id, run_name=f"{system}-{seed}", tags=tags)
         client.log_batch(run.info.run_id,
                          metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-                         params=[Param("seed", str(seed))])
+                         params=[Param("seed", str(seed)),
+                                 *([Param("model", model)] if model else [])])
         client.set_terminated(run.info.run_id, "FINISHED")
         ids.append(run.info.run_id)
     return ids
@@ -185,3 +186,25 @@ def test_under_mlflow_run_the_launcher_run_gets_the_reason(tracking: str, tmp_pa
     assert done.exit_code == 1
     reason = mlflow.MlflowClient().get_run(launcher).data.tags[REASON_TAG]
     assert reason.startswith("nothing to compare: all 2 finished runs were disturbed")
+
+
+def test_two_models_get_one_answer_each_in_recommend_and_the_report(tracking: str,
+                                                                    tmp_path: Path) -> None:
+    """LeNet-5 and ResNet-50 in one experiment: never ranked against each other."""
+    lenet = _log(tracking, "pytorch", [1.0, 1.1, 1.2, 1.3], model="lenet5")
+    _log(tracking, "tensorflow", [2.0, 2.1, 2.2, 2.3], model="lenet5")
+    _log(tracking, "pytorch", [90.0, 91.0, 92.0, 93.0], model="resnet50")
+    resnet = _log(tracking, "tensorflow", [50.0, 51.0, 52.0, 53.0], model="resnet50")
+    done = _invoke("recommend", "--experiment", tracking, "--objective", "train_time", "--json")
+    assert done.exit_code == 0, done.output
+    answers = json.loads(done.stdout)["answers"]
+    assert [a["workload"] for a in answers] == ["train · lenet5", "train · resnet50"]
+    assert {e["run_id"] for e in answers[0]["evidence"]} == set(lenet)
+    assert {e["run_id"] for e in answers[1]["evidence"]} == set(resnet)
+    for answer in answers:
+        assert [r["settings"]["system"] for r in answer["runners_up"]] != []
+        assert answer["against_next_best"]["verdict"] == "better"
+        assert len(answer["against_next_best"]["ci95"]) == 2
+    report = _compare(tracking, tmp_path)
+    assert "## Recommendations: train · lenet5" in report
+    assert "## Recommendations: train · resnet50" in report

@@ -109,3 +109,24 @@ def test_a_trial_holding_part_of_a_point_does_not_wedge_the_study() -> None:
     assert _complete_points(study) == [(32, 1), (32, 2), (64, 1), (64, 2)]
     failed = [t for t in study.get_trials() if t.state == TrialState.FAIL]
     assert len(failed) == 1 and failed[0].number == planted.number
+
+
+def test_two_workers_that_pick_one_point_at_once_end_on_two(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """Worker B read the trials before worker A recorded its point, so both chose (32, 1):
+    B, the higher trial number, looks again and moves to the next missing point."""
+    storage = optuna.storages.InMemoryStorage()
+    spec = _spec(None)
+    study = _load(storage, spec)
+    first = study.ask()
+    assert study.get_trials()[first.number].system_attrs[POINT_ATTR] == {
+        "batch_size": 32, "intra_op_threads": 1}
+    sampler = study.sampler
+    stale = {"batch_size": 32, "intra_op_threads": 1}
+    views = iter([stale])
+    original = sampler._first_missing
+    monkeypatch.setattr(sampler, "_first_missing",
+                        lambda others, queued: next(views, None) or original(others, queued))
+    second = study.ask()
+    assert study.get_trials()[second.number].system_attrs[POINT_ATTR] == {
+        "batch_size": 32, "intra_op_threads": 2}

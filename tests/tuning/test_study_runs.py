@@ -127,7 +127,8 @@ def test_a_hopeless_trial_is_pruned_before_its_next_epoch(
     cli_path: str, tracking: str, tmp_path: Path
 ) -> None:
     name = study_name()
-    # grid order with seed 3: 0.03, 0.05, then the hopeless 1e-6 (after the 2 startup trials)
+    # the grid in the spec's order: 0.05, 0.03, then the hopeless 1e-6 (after the 2 startup
+    # trials)
     spec = write_spec(tmp_path, name=name, sampler="grid", seed=3, pruner="median",
                       n_trials=3, search_space={"learning_rate": [0.05, 0.03, 1e-6]},
                       fixed={"model": "mlp", "dataset": "digits", "epochs": 4,
