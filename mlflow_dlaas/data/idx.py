@@ -23,7 +23,10 @@ FILES = {
 
 #: The largest IDX file read (MNIST's training images are 47 MB): a header that promises
 #: more is refused before anything is decompressed.
-MAX_IDX_BYTES = 2 * 2**30
+MAX_IDX_BYTES = 1 * 2**30
+#: The most a gzipped IDX file may inflate (MNIST's images: 4.7x): a header that promises
+#: more than this times the file's size is refused before anything is decompressed.
+MAX_GZIP_RATIO = 100
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -47,6 +50,7 @@ def read_idx(path: Path) -> np.ndarray:
             if size > MAX_IDX_BYTES:
                 raise ConfigError(f"{path}: its header says {dims} ({size} bytes), more than "
                                   f"the {MAX_IDX_BYTES} bytes an IDX file may hold here")
+            _refuse_a_promise_the_file_cannot_keep(path, dims, size)
             body = f.read(size + 1)  # one byte more shows a file longer than its header
     except (OSError, EOFError, zlib.error) as e:  # unreadable, or a corrupt or cut .gz
         raise ConfigError(f"cannot read IDX file {path}: {e}; download it again") from None
@@ -55,6 +59,21 @@ def read_idx(path: Path) -> np.ndarray:
         raise ConfigError(f"{path} is corrupt: header says {dims} ({4 + 4 * ndim + size} "
                           f"bytes), file has {length}")
     return np.frombuffer(body, dtype=dtype).reshape(dims)
+
+
+def _refuse_a_promise_the_file_cannot_keep(path: Path, dims: tuple[int, ...], size: int
+                                           ) -> None:
+    """A gzipped file whose header promises more than :data:`MAX_GZIP_RATIO` times its own
+    size (a decompression bomb), or a plain one shorter than its header says, is refused
+    before its body is read."""
+    on_disk = path.stat().st_size
+    if path.suffix == ".gz" and size > on_disk * MAX_GZIP_RATIO:
+        raise ConfigError(f"{path}: its header says {dims} ({size:,} bytes) from {on_disk:,} "
+                          f"compressed bytes, more than {MAX_GZIP_RATIO}x: not a real IDX "
+                          "file; download it again")
+    if path.suffix != ".gz" and on_disk < size:
+        raise ConfigError(f"{path} is corrupt: header says {dims} ({size:,} bytes of data), "
+                          f"the file has {on_disk:,} bytes")
 
 
 def _find(directory: Path, stem: str) -> Path:

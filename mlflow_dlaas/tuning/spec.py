@@ -40,6 +40,9 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
 PROJECT_PARAM = {"train": "framework", "infer": "runtime"}
 #: MLflow keeps a run's name (the study's parent run is named after the study) in 250 characters.
 MAX_NAME_LENGTH = 250
+#: the most points a grid study may have (each is at least one measured run), counted from
+#: the spec before any point is made
+MAX_GRID_POINTS = 10_000
 TOP_KEYS = {"name", "entry_point", "frameworks", "project", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
             "replicates", "replicate_seeds", "env_manager", "seed", "experiment"}
@@ -280,6 +283,8 @@ def _common(raw: Mapping[str, Any], default_name: str, space: tuple[Dimension, .
             if d.kind != "categorical" and d.step is None:
                 raise ConfigError(f"study spec: search_space.{d.name}: the grid sampler needs "
                                   "categorical choices or a step")
+        searched = raw.get("frameworks")
+        _refuse_huge_grid(space, len(searched) if isinstance(searched, list) else 1)
     n_trials = _positive_int(raw, "n_trials", 10 if raw.get("timeout_s") is None else None)
     timeout_s = _positive_number(raw, "timeout_s", None)
     name = str(raw.get("name") or default_name)
@@ -509,3 +514,24 @@ def _positive_number(raw: Mapping[str, Any], key: str, default: float | None) ->
         raise ConfigError(f"study spec: {key}: must be a finite number of seconds > 0, "
                           f"got {value!r}")
     return float(value)
+
+
+def grid_size(space: tuple[Dimension, ...], frameworks: int = 1) -> int:
+    """How many points the grid over ``space`` has (times the frameworks searched), counted
+    without making them."""
+    size = max(frameworks, 1)
+    for d in space:
+        if d.kind == "categorical":
+            size *= len(d.choices)
+        else:
+            size *= int(math.floor((d.high - d.low) / d.step + 1e-9)) + 1
+    return size
+
+
+def _refuse_huge_grid(space: tuple[Dimension, ...], frameworks: int) -> None:
+    size = grid_size(space, frameworks)
+    if size > MAX_GRID_POINTS:
+        shape = " x ".join(str(grid_size((d,))) for d in space)
+        raise ConfigError(f"study spec: the grid has {size:,} points ({shape}), more than the "
+                          f"{MAX_GRID_POINTS:,} a grid study may have; widen the steps, list "
+                          "fewer choices, or use sampler: tpe or random with n_trials")

@@ -85,8 +85,33 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path: Path) -> None:
     huge = tmp_path / "train-images-idx3-ubyte"
     huge.write_bytes(bytes([0, 0, 0x08, 3]) + b"".join(n.to_bytes(4, "big")
                                                         for n in (100_000, 1000, 1000)))
-    with pytest.raises(ConfigError, match="more than the 2147483648 bytes"):
+    with pytest.raises(ConfigError, match="more than the 1073741824 bytes"):
         read_idx(huge)
+
+
+def test_a_header_promising_gigabytes_from_a_small_gzip_is_refused_unread(
+        tmp_path: Path) -> None:
+    """A 2 MB-class gzip whose header promises 2,551,020 images of 28 x 28 (2.0 GB) is
+    refused from its header and its size, before anything is inflated."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for images, message in ((2_551_020, "more than the 1073741824 bytes an IDX file may"),
+                            (1_000_000, "compressed bytes, more than 100x: not a real IDX")):
+        bomb = tmp_path / f"{images}" / "train-images-idx3-ubyte.gz"
+        bomb.parent.mkdir()
+        with gzip.open(bomb, "wb", compresslevel=9) as f:
+            f.write(bytes([0, 0, 0x08, 3]) + b"".join(n.to_bytes(4, "big")
+                                                        for n in (images, 28, 28)))
+            f.write(bytes(2**24))
+        with pytest.raises(ConfigError, match=message):
+            read_idx(bomb)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50 * 1024  # KiB
+    short = tmp_path / "t10k-labels-idx1-ubyte"
+    short.write_bytes(bytes([0, 0, 0x08, 1]) + (1000).to_bytes(4, "big") + bytes(10))
+    with pytest.raises(ConfigError, match="header says .1000,. .1,000 bytes of data., the "
+                                          "file has 18 bytes"):
+        read_idx(short)
 
 
 def write_cifar_dir(root: Path, per_batch: int = 6) -> Path:

@@ -84,6 +84,13 @@ def test_several_objectives_default_to_nsga2() -> None:
         ({"trails": 3}, "unknown key.*trails"),
         ({"fixed": {"batch_size": 8}}, "batch_size is both fixed and searched"),
         ({"sampler": "grid"}, "search_space.learning_rate: the grid sampler needs"),
+        ({"sampler": "grid", "search_space": {"batch_size": {
+            "type": "int", "low": 1, "high": 2147483647, "step": 1}}},
+         "the grid has 2,147,483,647 points .2147483647., more than the 10,000"),
+        ({"sampler": "grid", "search_space": {
+            name: {"type": "int", "low": 1, "high": 2000, "step": 1}
+            for name in ("batch_size", "epochs", "warmup_steps")}},
+         r"the grid has 8,000,000,000 points \(2000 x 2000 x 2000\)"),
         ({"pruner": "median", "objectives": [{"metric": "a", "direction": "maximize"},
                                               {"metric": "b", "direction": "minimize"}]},
          "prunes single-objective studies only"),
