@@ -67,6 +67,8 @@ def test_command_is_measured_and_its_exit_code_passed_on(
         (["--", "definitely-not-a-command-xyz"], "command not found", 127),
         (["--interval", "0", "--", "true"], "interval must be > 0", 2),
         (["--interval", "-1", "--", "true"], "interval must be > 0", 2),
+        (["--interval", "inf", "--", "true"], "above the supported 3600 s", 2),
+        (["--interval", "nan", "--", "true"], "interval must be > 0", 2),
     ],
 )
 def test_bad_input_is_refused_before_any_run(

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.2
 MIN_INTERVAL_S = 0.01
+#: the longest interval between samples: a run shorter than it would show no timeline
+MAX_INTERVAL_S = 3600.0
 DEFAULT_FLUSH_INTERVAL_S = 5.0
 
 
@@ -37,6 +39,9 @@ def validate_interval(interval_s: float) -> float:
             f"monitor interval {interval_s} s is below the supported {MIN_INTERVAL_S} s; "
             "the monitor works down to 0.05 s"
         )
+    if not interval_s <= MAX_INTERVAL_S:  # inf and NaN too
+        raise ConfigError(f"monitor interval {interval_s} s is above the supported "
+                          f"{MAX_INTERVAL_S:g} s; try 0.2")
     return interval_s
 
 

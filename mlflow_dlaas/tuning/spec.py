@@ -133,6 +133,9 @@ def load_spec(path: str | Path) -> StudySpec:
         raise ConfigError(f"study spec {path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"study spec {path} is not valid YAML: {e}") from None
+    except ValueError as e:  # a number longer than Python converts (4,300 digits)
+        raise ConfigError(f"study spec {path}: {str(e).split(';')[0]}; write a shorter "
+                          "number") from None
     return parse_spec(raw, default_name=path.stem, folder=path.resolve().parent)
 
 
@@ -159,10 +162,8 @@ def parse_spec(raw: Any, *, default_name: str = "study", folder: Path | None = N
         if fw not in known:
             raise ConfigError(f"study spec: frameworks: unknown {entry} project {fw!r}; "
                               f"valid for entry_point {entry}: {', '.join(sorted(known))}")
-    fixed = raw.get("fixed") or {}
-    if not isinstance(fixed, Mapping):
-        raise ConfigError("study spec: fixed: give a mapping of parameter to value")
-    space = tuple(_dimension(name, d) for name, d in (raw.get("search_space") or {}).items())
+    fixed = _fixed(raw)
+    space = _space(raw)
     overlap = sorted(set(fixed) & {d.name for d in space})
     if overlap:
         raise ConfigError(f"study spec: {', '.join(overlap)} is both fixed and searched; "
@@ -186,10 +187,8 @@ def _project_spec(raw: Mapping[str, Any], default_name: str, folder: Path) -> St
     uri = project_uri(raw["project"], folder)
     entry_point = str(raw.get("entry_point") or "main")
     entry = read_project(uri, entry_point)
-    fixed = raw.get("fixed") or {}
-    if not isinstance(fixed, Mapping):
-        raise ConfigError("study spec: fixed: give a mapping of parameter to value")
-    space = tuple(_dimension(name, d) for name, d in (raw.get("search_space") or {}).items())
+    fixed = _fixed(raw)
+    space = _space(raw)
     _check_project_params(entry, fixed, space)
     common = _common(raw, default_name, space)
     if common["pruner"] != "none":
@@ -466,8 +465,9 @@ def _finite(value: Any, where: str) -> float:
 
 def _objective(index: int, o: Any) -> Goal:
     where = f"study spec: objectives[{index}]"
-    if not isinstance(o, Mapping) or "metric" not in o:
-        raise ConfigError(f"{where}: give {{metric: NAME, direction: maximize}}")
+    if not isinstance(o, Mapping) or not isinstance(o.get("metric"), str):
+        raise ConfigError(f"{where}: give {{metric: NAME, direction: maximize}} (metric: one "
+                          "name)")
     unknown = sorted(set(o) - {"metric", "direction", "reduce"})
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; give metric, "
@@ -477,7 +477,8 @@ def _objective(index: int, o: Any) -> Goal:
 
 def _constraint(index: int, c: Any) -> Bound:
     where = f"study spec: constraints[{index}]"
-    if not isinstance(c, Mapping) or not {"metric", "op", "value"} <= set(c):
+    if (not isinstance(c, Mapping) or not {"metric", "op", "value"} <= set(c)
+            or not isinstance(c["metric"], str)):
         raise ConfigError(f"{where}: give {{metric: accuracy, op: '>=', value: 0.9}}")
     return bound(str(c["metric"]), c["op"], c["value"], where)
 
@@ -535,3 +536,21 @@ def _refuse_huge_grid(space: tuple[Dimension, ...], frameworks: int) -> None:
         raise ConfigError(f"study spec: the grid has {size:,} points ({shape}), more than the "
                           f"{MAX_GRID_POINTS:,} a grid study may have; widen the steps, list "
                           "fewer choices, or use sampler: tpe or random with n_trials")
+
+
+def _fixed(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``fixed``: a mapping of parameter names to values."""
+    fixed = raw.get("fixed") or {}
+    if not isinstance(fixed, Mapping) or not all(isinstance(k, str) for k in fixed):
+        raise ConfigError("study spec: fixed: give a mapping of parameter name to value, e.g. "
+                          "{epochs: 2}")
+    return fixed
+
+
+def _space(raw: Mapping[str, Any]) -> tuple[Dimension, ...]:
+    """``search_space``: a mapping of parameter names to their ranges or choices."""
+    space = raw.get("search_space") or {}
+    if not isinstance(space, Mapping) or not all(isinstance(k, str) for k in space):
+        raise ConfigError("study spec: search_space: give a mapping of parameter name to "
+                          "choices or a range, e.g. {batch_size: [32, 64]}")
+    return tuple(_dimension(name, d) for name, d in space.items())

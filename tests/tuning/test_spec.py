@@ -84,6 +84,12 @@ def test_several_objectives_default_to_nsga2() -> None:
         ({"trails": 3}, "unknown key.*trails"),
         ({"fixed": {"batch_size": 8}}, "batch_size is both fixed and searched"),
         ({"sampler": "grid"}, "search_space.learning_rate: the grid sampler needs"),
+        ({"search_space": [1, 2]}, "search_space: give a mapping of parameter name"),
+        ({"fixed": {1: 2}}, "fixed: give a mapping of parameter name to value"),
+        ({"objectives": [{"metric": ["a"], "direction": "maximize"}]},
+         r"objectives\[0\]: give .metric: NAME, direction: maximize. .metric: one name."),
+        ({"constraints": [{"metric": {"a": 1}, "op": "<=", "value": 1}]},
+         r"constraints\[0\]: give"),
         ({"sampler": "grid", "search_space": {"batch_size": {
             "type": "int", "low": 1, "high": 2147483647, "step": 1}}},
          "the grid has 2,147,483,647 points .2147483647., more than the 10,000"),
@@ -288,3 +294,11 @@ def test_an_accuracy_objective_on_synthetic_data_is_refused_before_any_run() -> 
         parse_spec(raw)
     raw["objectives"] = [{"metric": "train_time", "direction": "minimize"}]
     assert parse_spec(raw).fixed["model"] == "resnet50"
+
+
+def test_a_number_too_long_to_convert_is_one_line(tmp_path: Path) -> None:
+    spec = tmp_path / "long.yaml"
+    spec.write_text("name: n\nframeworks: [pytorch]\nobjectives: [{metric: accuracy, "
+                    f"direction: maximize}}]\nfixed: {{epochs: {'9' * 5000}}}\n")
+    with pytest.raises(ConfigError, match="value has 5000 digits; write a shorter number"):
+        load_spec(spec)
