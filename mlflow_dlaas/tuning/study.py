@@ -45,6 +45,11 @@ from mlflow_dlaas.runs.schema import (
 from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
+from mlflow_dlaas.tuning.delivery import (
+    DELIVERED_FROM_ATTR,
+    UNDELIVERED_ATTR,
+    delivered_outcomes,
+)
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
     closest_infeasible,
@@ -69,6 +74,7 @@ from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import (
+    UNDELIVERED_REASON,
     ChildOutcome,
     metric_value,
     objective_value,
@@ -130,6 +136,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                 stop.check()  # a stop Python dropped (raised in a weakref callback) lands here
                 _claim_parent(parent_id)
                 recover_stale_trials(study)
+                _complete_delivered(study, spec, experiment_id, stop)
                 step = _next_step(study, spec, started)
                 if step == "done":
                     break
@@ -156,6 +163,38 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     if summary.failure is not None:
         raise NoTrialCompletedError(f"study {spec.name!r}: {summary.failure}")
     return summary
+
+
+def _complete_delivered(study: optuna.Study, spec: StudySpec, experiment_id: str,
+                        stop: StopSignals) -> None:
+    """Each failed trial whose runs the tracking server did not take, and which have since
+    arrived (``mlflow-dlaas resend``), all FINISHED: a COMPLETE trial with its settings and
+    its runs' figures (:data:`DELIVERED_FROM_ATTR`: the failed one's number) stands beside
+    it (Optuna cannot change a finished trial's state); the pair counts once."""
+    client = mlflow.MlflowClient()
+    trials = study.get_trials(deepcopy=False)
+    done = {t.user_attrs.get(DELIVERED_FROM_ATTR) for t in trials}
+    for failed in trials:
+        if (failed.state != TrialState.FAIL or not failed.user_attrs.get(UNDELIVERED_ATTR)
+                or failed.number in done):
+            continue
+        outcomes = delivered_outcomes(client, failed.user_attrs.get(RUN_IDS_ATTR, []),
+                                      spec.replicates)
+        if outcomes is None:
+            continue
+        with stop.deferred():
+            study.enqueue_trial(failed.params, user_attrs={DELIVERED_FROM_ATTR: failed.number})
+            trial = study.ask()
+            trial.set_user_attr(OWNER_ATTR, owner_tags())
+        params = suggest(trial, spec)
+        framework = params.pop("framework", spec.frameworks[0]) if spec.frameworks else \
+            project_name(spec.project)
+        trial.set_user_attr("framework", framework)
+        trial.set_user_attr(RUN_IDS_ATTR, [o.run_id for o in outcomes])
+        state = _complete(study, trial, spec, experiment_id, {**spec.fixed, **params},
+                          outcomes, stop)
+        print(f"mlflow-dlaas: trial {failed.number}'s runs have arrived: trial {trial.number} "
+              f"holds them, {state.name}", file=sys.stderr)
 
 
 def _grid_coverage(study: optuna.Study, spec: StudySpec) -> str:
@@ -321,7 +360,17 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
             _tell(study, trial, stop, state=TrialState.PRUNED)
             return TrialState.PRUNED
         if outcome.status != "FINISHED":
+            if outcome.reason == UNDELIVERED_REASON:  # its runs may arrive by resend
+                trial.set_user_attr(UNDELIVERED_ATTR, True)
             return _fail(study, trial, outcome.reason, stop)
+    return _complete(study, trial, spec, experiment_id, trial_params, outcomes, stop)
+
+
+def _complete(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
+              trial_params: dict[str, Any], outcomes: list[ChildOutcome], stop: StopSignals
+              ) -> TrialState:
+    """Tell the trial its values (medians over its replicates' runs), its constraints and
+    its note; FAIL it where a run lacks an objective or the value is not a number."""
     values, spreads, missing = _aggregate(spec, outcomes)
     missing += [c.metric for c in spec.constraints
                 if _median(outcomes, c.metric) is None and c.metric not in missing]
