@@ -201,3 +201,18 @@ def test_an_unknown_setting_is_refused_before_any_run(cli_path: str, tracking: s
     assert done.returncode == 2
     assert "--set thread: not a setting mlflow-dlaas applies" in done.stderr
     assert not runs_of(tracking)
+
+
+def test_a_daemon_the_command_leaves_behind_ends_with_it(cli_path: str, tracking: str) -> None:
+    """A double-forked daemon (``setsid ... &``) outlives its shell; it is stopped when the
+    command ends, and the console says so."""
+    import random
+
+    import psutil
+
+    seconds = str(random.randint(400, 900))
+    out = _monitor(cli_path, tracking, "--", "sh", "-c", f"setsid sleep {seconds} & sleep 1")
+    assert out.returncode == 0, out.stderr
+    assert f"stopped 1 process(es) the command left running: sleep {seconds}" in out.stderr
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"] == ["sleep", seconds]]

@@ -18,6 +18,7 @@ from mlflow_dlaas.runs.ownership import Owner
 #: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -31,6 +32,33 @@ def die_with_parent(parent_pid: int | None = None, signum: int = signal.SIGKILL)
     _LIBC.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if parent_pid is not None and os.getppid() != parent_pid:
         os.kill(os.getpid(), signum)
+
+
+def adopt_orphans() -> None:
+    """Ask Linux to make this process the parent of its descendants' orphans (a child
+    subreaper), so that a daemon a watched command leaves behind stays in our tree, where
+    :func:`stop_strays` finds it (no-op elsewhere)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def stop_strays(keep: set[int], grace_s: float = 5.0) -> list[str]:
+    """SIGTERM, then after ``grace_s`` SIGKILL, every descendant of this process not in
+    ``keep`` (reaping them); returns their commands, for a line saying so."""
+    import psutil
+
+    strays = [p for p in psutil.Process().children(recursive=True) if p.pid not in keep]
+    named = []
+    for stray in strays:
+        with contextlib.suppress(psutil.Error):
+            named.append(" ".join(stray.cmdline())[:80] or stray.name())
+            stray.terminate()
+    _, left = psutil.wait_procs(strays, timeout=grace_s)
+    for stray in left:
+        with contextlib.suppress(psutil.Error):
+            stray.kill()
+    psutil.wait_procs(left, timeout=grace_s)
+    return named
 
 
 def watch_launcher(launcher: Owner | None, signum: int = signal.SIGTERM,

@@ -27,6 +27,7 @@ from mlflow.entities import Metric, RunTag
 from mlflow_dlaas.environment import as_tags, fingerprint, redact_command
 from mlflow_dlaas.libraries.readback import mapped_files, parallel_libraries
 from mlflow_dlaas.libraries.settings import library_file
+from mlflow_dlaas.measured_process.lifeline import adopt_orphans, stop_strays
 from mlflow_dlaas.monitor.resource_monitor import DEFAULT_INTERVAL_S, ResourceMonitor
 from mlflow_dlaas.monitor.timeline import MonitorResult
 from mlflow_dlaas.own_project.phase_marks import PHASE_FILE_ENV
@@ -103,6 +104,7 @@ class OutsideWatch:
         self._thread: threading.Thread | None = None
         self._monitor: ResourceMonitor | None = None
         self._guard: subprocess.Popen[bytes] | None = None
+        self._ours: set[int] = set()  # our descendants before the command started
         self._pid = 0
 
     def environment(self) -> dict[str, str]:
@@ -122,6 +124,8 @@ class OutsideWatch:
         self._monitor.start()
         mlflow.MlflowClient().log_batch(self.run_id, tags=[
             RunTag(k, v) for k, v in as_tags(fingerprint()).items()])
+        adopt_orphans()  # a daemon the command leaves behind is reparented to us
+        self._ours = _descendants(os.getpid()) - _descendants(pid) - {pid}
         self._guard = subprocess.Popen(  # stops the tree if we die, even by SIGKILL
             [sys.executable, "-m", "mlflow_dlaas.own_project.guardian", str(os.getpid()),
              str(pid)], stdin=subprocess.DEVNULL)
@@ -164,6 +168,10 @@ class OutsideWatch:
         if self._guard is not None:  # the tree ended or was stopped: the guard stands down
             self._guard.kill()
             self._guard.wait()
+            left = stop_strays(self._ours | {self._pid})  # what it left running ends too
+            if left:
+                print(f"mlflow-dlaas: stopped {len(left)} process(es) the command left "
+                      f"running: {'; '.join(left)}", file=sys.stderr)
         if self._thread is not None:
             self._thread.join()
         result = None
@@ -226,3 +234,10 @@ class OutsideWatch:
                 "parallel_libraries_mapped": found,
                 "asked": {s: getattr(self.settings, s) for s in ("openmp_runtime", "allocator")},
                 "problems": list(problems)}
+
+
+def _descendants(pid: int) -> set[int]:
+    """The pids of ``pid``'s descendants now (none where it is gone)."""
+    with contextlib.suppress(psutil.Error):
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    return set()
