@@ -15,8 +15,9 @@ import click
 from mlflow_dlaas import __version__
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import ConfigError, DlaasError
+from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.goals import parse_asks
-from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable, redact_text, redact_uri
+from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable
 
 F = TypeVar("F", bound=Callable[..., Any])
 

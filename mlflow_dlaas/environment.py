@@ -11,14 +11,15 @@ import json
 import os
 import platform
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from mlflow_dlaas.hardware import cpu_info, host_hash, nvidia_gpu_models
+from mlflow_dlaas.redaction import SECRET_NAME, redact_value
 from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX, HOST_TAG
-from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, redact_text
+from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV, quiet_run_links
 
 TAG_VALUE_LIMIT = 500
 #: Fingerprint entries that are tags besides versions and performance variables: the rest
@@ -36,8 +37,6 @@ ENV_ALLOW_PREFIXES = (
 )
 #: Terraform also uses TF_ (TF_VAR_* carries its variables, often credentials): never those.
 ENV_DENY_PREFIXES = ("TF_VAR_", "TF_CLI_", "TF_TOKEN_", "TF_HTTP_", "TF_REGISTRY_")
-#: Whatever the prefix, a name that looks like a credential is never recorded.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|PWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
 #: The variables whose values are recorded (credentials removed even so): the thread,
 #: affinity, allocator and library switches that shape a measurement. Any other variable of
 #: the prefixes above is recorded by name only, as :data:`NOT_RECORDED`: a value nobody
@@ -62,11 +61,6 @@ ENV_VALUES_RECORDED = frozenset({
     "ONEDNN_MAX_CPU_ISA", "ONEDNN_DEFAULT_FPMATH_MODE", "XLA_FLAGS", "LD_PRELOAD",
 })
 NOT_RECORDED = "(set; value not recorded)"
-#: What a secret inside a recorded value is replaced with.
-REDACTED = "***"
-#: ``password=...``, ``api_key: ...`` inside a value (a libpq connection string, options).
-_SECRET_PAIR = re.compile(
-    rf"(\b\w*(?:{SECRET_NAME.pattern})\w*['\"]?\s*[=:]\s*['\"]?)([^\s,;&'\"}}]+)", re.I)
 
 FRAMEWORK_DISTRIBUTIONS = {
     "torch": ("torch",),
@@ -93,51 +87,6 @@ def performance_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         and not name.startswith(ENV_DENY_PREFIXES)
         and not SECRET_NAME.search(name)
     }
-
-
-def redact_value(value: str) -> str:
-    """A variable's value without secrets: URIs lose their credentials, ``password=...``
-    pairs their value, and a JSON value (``TF_CONFIG``) its fields named like secrets."""
-    try:
-        data = json.loads(value)
-    except ValueError:
-        data = None
-    if isinstance(data, dict | list):
-        redacted = _redact_fields(data)
-        return value if redacted == data else json.dumps(redacted)
-    return _redact_string(value)
-
-
-#: A command-line flag whose value is a credential (``--password PW``, ``--api-key K``).
-_SECRET_FLAG = re.compile(rf"^--?[\w-]*(?:{SECRET_NAME.pattern})[\w-]*$", re.I)
-
-
-def redact_command(argv: Sequence[str]) -> list[str]:
-    """``argv`` as it may be recorded: URIs without credentials, ``password=...`` pairs and
-    the value after a credential flag (``--password PW``, ``--token=T``) masked."""
-    shown: list[str] = []
-    for arg in argv:
-        flag, eq, _ = arg.partition("=")
-        if shown and _SECRET_FLAG.match(shown[-1]) and not shown[-1].count("="):
-            shown.append(REDACTED)
-        elif eq and _SECRET_FLAG.match(flag):
-            shown.append(f"{flag}={REDACTED}")
-        else:
-            shown.append(redact_value(arg))
-    return shown
-
-
-def _redact_fields(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {k: REDACTED if SECRET_NAME.search(str(k)) else _redact_fields(v)
-                for k, v in data.items()}
-    if isinstance(data, list):
-        return [_redact_fields(v) for v in data]
-    return _redact_string(data) if isinstance(data, str) else data
-
-
-def _redact_string(text: str) -> str:
-    return _SECRET_PAIR.sub(rf"\1{REDACTED}", redact_text(text))
 
 
 def installed_versions() -> dict[str, str]:
@@ -256,14 +205,21 @@ def write_fingerprint(directory: Path, data: Mapping[str, Any]) -> Path:
 
 
 class DlaasRunContextProvider:
-    """MLflow run context provider: tags every run that mlflow-dlaas starts."""
+    """MLflow run context provider: tags every run that mlflow-dlaas starts.
+
+    MLflow makes one in every process that imports it where this package is installed, plain
+    ``mlflow run`` included: there it also switches off MLflow's "View run ... at:" links when
+    the tracking URI carries a password, which MLflow would print as given.
+    """
+
+    def __init__(self) -> None:
+        quiet_run_links(os.environ.get(TRACKING_ENV, ""))
 
     def in_context(self) -> bool:
         return os.environ.get(ACTIVE_ENV) == "1"
 
     def tags(self) -> dict[str, str]:
         return as_tags(fingerprint())
-
 
 
 def _read_text(path: str) -> str | None:

@@ -77,6 +77,6 @@ def test_bad_constraints_say_how_to_write_them(text: str, says: str) -> None:
     ("sqlite:////tmp/mlflow.db", "sqlite:////tmp/mlflow.db"),
 ])
 def test_uris_in_reports_and_logs_carry_no_credentials(uri: str, shown: str) -> None:
-    from mlflow_dlaas.runs.store_uri import redact_uri
+    from mlflow_dlaas.redaction import redact_uri
 
     assert redact_uri(uri) == shown

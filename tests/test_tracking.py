@@ -15,12 +15,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from mlflow_dlaas.errors import TrackingUnavailableError
-from mlflow_dlaas.runs.store_uri import redact_text
+from mlflow_dlaas.redaction import redact_text
+from mlflow_dlaas.runs.store_uri import SUPPRESS_URL_ENV, quiet_run_links
 from mlflow_dlaas.runs.tracking import (
-    SUPPRESS_URL_ENV,
     TrackingTarget,
     check_reachable,
-    quiet_run_links,
 )
 
 SECRET = "s3cret-pw"

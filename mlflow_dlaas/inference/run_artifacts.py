@@ -20,8 +20,8 @@ from mlflow_dlaas.inference.text_model import ABOUT_FILE as TEXT_ABOUT_FILE
 from mlflow_dlaas.inference.text_model import DATA_FILE as TEXT_DATA_FILE
 from mlflow_dlaas.inference.text_model import MODEL_FILE as TEXT_MODEL_FILE
 from mlflow_dlaas.inference.text_model import input_flags
+from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.schema import FRAMEWORK_TAG
-from mlflow_dlaas.runs.store_uri import redact_text
 
 
 def fetch_run_model(model_uri: str, directory: Path, *, with_model: bool) -> Path:

@@ -35,6 +35,7 @@ from mlflow_dlaas.measured_process.start import STOP_GRACE_S, StartedWorker, Wor
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
+from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.curation import curated_validity, headline_figures, split_details
 from mlflow_dlaas.runs.dataset_input import log_dataset_input
 from mlflow_dlaas.runs.lifecycle import log_new_params
@@ -245,10 +246,10 @@ class _Supervision:
             mlflow.log_metric(WORKER_KERNEL_CPU_TIME, usage.ru_utime + usage.ru_stime)
 
     def _tail(self) -> str:
-        return "".join(list(self.output)[-TAIL_LINES:]).rstrip() or "(no output)"
+        return redact_text("".join(list(self.output)[-TAIL_LINES:])).rstrip() or "(no output)"
 
     def _log_output(self) -> None:
         try:
-            mlflow.log_text("".join(self.output) or "(no output)\n", OUTPUT_ARTIFACT)
+            mlflow.log_text(redact_text("".join(self.output)) or "(no output)\n", OUTPUT_ARTIFACT)
         except Exception as e:  # the run's outcome matters more than its log
             print(f"mlflow-dlaas: could not log the worker's output: {e}", file=sys.stderr)

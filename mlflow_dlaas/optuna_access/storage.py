@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import optuna
 
 from mlflow_dlaas.errors import ConfigError, TrackingUnavailableError
+from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.store_lock import first_use_lock, sqlite_path, wait_for_sqlite_locks
-from mlflow_dlaas.runs.store_uri import redact_text, redact_uri
 from mlflow_dlaas.runs.tracking import CONNECT_WITHIN_S, check_reachable, database_connect_args
 
 EMBEDDED_SQLITE = "optuna.db"

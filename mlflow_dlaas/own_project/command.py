@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import mlflow
 
-from mlflow_dlaas.environment import redact_command
 from mlflow_dlaas.errors import CommandNotExecutableError, CommandNotFoundError, ConfigError
 from mlflow_dlaas.monitor.resource_monitor import validate_interval
 from mlflow_dlaas.own_project.settings import (
@@ -22,6 +21,7 @@ from mlflow_dlaas.own_project.settings import (
     split_settings,
 )
 from mlflow_dlaas.own_project.watch import OutsideWatch
+from mlflow_dlaas.redaction import redact_command, redact_text, redact_value
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     COMMAND_TAG,
@@ -114,18 +114,18 @@ def run_monitored(
         mlflow.set_tags({COMMAND_TAG: " ".join(redact_command(command))[:5000],
                          ENTRY_TAG: "monitor"})
         if settings:
-            mlflow.log_params(dict(settings))
+            mlflow.log_params({k: redact_value(str(v)) for k, v in settings.items()})
         outcome = _launch_and_watch(command, run_id, OutsideWatch(applied, interval_s=interval_s),
                                     environment)
         status = "FINISHED" if outcome.exit_code == 0 and not outcome.problems else "FAILED"
         if outcome.exit_code != 0:
             mlflow.set_tag(REASON_TAG, _how_it_ended(outcome.exit_code))
         elif outcome.problems:
-            mlflow.set_tag(REASON_TAG, "; ".join(outcome.problems)[:5000])
+            mlflow.set_tag(REASON_TAG, redact_text("; ".join(outcome.problems))[:5000])
         return outcome
     except CommandNotExecutableError as e:
         status = "FAILED"
-        mlflow.set_tag(REASON_TAG, str(e))
+        mlflow.set_tag(REASON_TAG, redact_text(str(e)))
         raise
     finally:
         mlflow.end_run(status)

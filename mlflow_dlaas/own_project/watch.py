@@ -24,7 +24,7 @@ import mlflow
 import psutil
 from mlflow.entities import Metric, RunTag
 
-from mlflow_dlaas.environment import as_tags, fingerprint, redact_command
+from mlflow_dlaas.environment import as_tags, fingerprint
 from mlflow_dlaas.libraries.readback import mapped_files, parallel_libraries
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.measured_process.lifeline import adopt_orphans, stop_strays
@@ -33,6 +33,7 @@ from mlflow_dlaas.monitor.timeline import MonitorResult
 from mlflow_dlaas.own_project.phase_marks import PHASE_FILE_ENV
 from mlflow_dlaas.own_project.settings import pinned_children
 from mlflow_dlaas.parallelism import ParallelismSettings, available_cores
+from mlflow_dlaas.redaction import redact_command
 from mlflow_dlaas.runs.curation import curated_validity, headline_figures
 from mlflow_dlaas.runs.schema import MAPPED_TAG, RUN_PHASE
 from mlflow_dlaas.runs.validity import ValidityThresholds, ValidityVerdict, judge

@@ -10,6 +10,7 @@ import mlflow
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError
+from mlflow_dlaas.redaction import redact_uri
 from mlflow_dlaas.report.collect import RunTable, collect_runs
 from mlflow_dlaas.report.hosts import pick_host
 from mlflow_dlaas.report.publish import Written, default_output, log_report_run, write_report
@@ -17,7 +18,6 @@ from mlflow_dlaas.report.recommend import Recommendation, recommend_each_workloa
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.runs.goals import parse_asks
-from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.runs.tracking import configure_tracking
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.redaction import redact_uri
 from mlflow_dlaas.report.publish import default_output
 from mlflow_dlaas.reproduce import claims_report
 from mlflow_dlaas.reproduce.claims import PLANS, parse_claims
@@ -22,7 +23,6 @@ from mlflow_dlaas.reproduce.runner import (
     stderr,
     this_host,
 )
-from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 
 

@@ -66,8 +66,8 @@ class RunJournal:
     def open(cls, run_id: str, tracking_uri: str, root: Path | None = None) -> RunJournal:
         """This process's journal of ``run_id`` (created if absent, readable by its user
         only); ``tracking_uri`` is recorded with its credentials hidden, for ``resend``."""
+        from mlflow_dlaas.redaction import redact_uri
         from mlflow_dlaas.runs.ownership import Owner
-        from mlflow_dlaas.runs.store_uri import redact_uri
 
         folder = (root or journal_root()) / run_id / str(os.getpid())
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -39,8 +39,9 @@ from mlflow.tracking._tracking_service import utils as tracking_utils
 from mlflow.utils.credentials import get_default_host_creds
 
 from mlflow_dlaas.errors import TrackingUnavailableError
+from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.journal import Operation, RunJournal
-from mlflow_dlaas.runs.store_uri import is_unreachable, redact_text, redact_uri
+from mlflow_dlaas.runs.store_uri import is_unreachable
 
 T = TypeVar("T")
 #: The REST calls that write to one run, by MLflow's request names.

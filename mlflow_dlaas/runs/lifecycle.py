@@ -15,10 +15,10 @@ import mlflow
 from mlflow.entities import Param, Run
 
 from mlflow_dlaas.errors import DiskFullError
+from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.journal import journal_root
 from mlflow_dlaas.runs.ownership import Owner, owner_tags
 from mlflow_dlaas.runs.schema import OWNER_HOST_TAG, REASON_TAG
-from mlflow_dlaas.runs.store_uri import redact_text
 
 #: How many of this host's RUNNING runs one sweep looks at.
 SWEEP_MAX_RUNS = 1000

@@ -1,14 +1,18 @@
-"""The tracking store's address: the variable that names it, the embedded default, the URI
-with its credentials hidden, and whether an error means the store did not answer."""
+"""The tracking store's address: the variable that names it, the embedded default, its
+credentials kept out of it, and whether an error means the store did not answer."""
 
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
+
+from mlflow_dlaas.redaction import redact_uri
 
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
 ACTIVE_ENV = "MLFLOW_DLAAS_ACTIVE"
 EMBEDDED_DB = "mlflow.db"
+#: MLflow's switch for its "View run ... at: URL" lines.
+SUPPRESS_URL_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 
 
 def embedded_uri(directory: Path | None = None) -> str:
@@ -19,26 +23,12 @@ def embedded_uri(directory: Path | None = None) -> str:
     return f"sqlite:///{(directory or Path.cwd()).resolve() / EMBEDDED_DB}"
 
 
-def redact_uri(uri: str) -> str:
-    """Hide credentials in a URI: ``user:secret@`` keeps the user, a bare ``token@`` is masked
-    whole, and a query string (``?password=``, ``?token=``) is dropped."""
-    if "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    rest = rest.split("?", 1)[0]
-    if "@" not in rest:
-        return f"{scheme}://{rest}"
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://***@{host}"
-
-
-_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-
-
-def redact_text(text: str) -> str:
-    """``text`` with every URI in it redacted by :func:`redact_uri` (error messages, values)."""
-    return _URI.sub(lambda found: redact_uri(found.group(0)), text)
+def quiet_run_links(uri: str) -> None:
+    """Switch off MLflow's "View run ... at: URL" lines when ``uri`` carries credentials:
+    MLflow prints the tracking server's address as given, password and all (children
+    inherit the setting)."""
+    if redact_uri(uri) != uri:
+        os.environ[SUPPRESS_URL_ENV] = "true"
 
 
 def is_unreachable(error: BaseException) -> bool:

@@ -12,17 +12,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mlflow_dlaas.errors import TrackingUnavailableError
+from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.store_lock import initialise_tracking_store
 from mlflow_dlaas.runs.store_uri import (
     ACTIVE_ENV,
     TRACKING_ENV,
     embedded_uri,
-    redact_text,
-    redact_uri,
+    quiet_run_links,
 )
 
-#: MLflow's switch for its "View run ... at: URL" lines.
-SUPPRESS_URL_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 #: How long a command waits for a tracking server or database that does not answer (MLflow
 #: itself retries for minutes).
 CONNECT_WITHIN_S = 10.0
@@ -106,14 +104,6 @@ def ensure_experiment(name: str) -> str:
         if again is None:
             raise
         return again.experiment_id
-
-
-def quiet_run_links(uri: str) -> None:
-    """Switch off MLflow's "View run ... at: URL" lines when ``uri`` carries credentials:
-    MLflow prints the tracking server's address as given, password and all (children
-    inherit the setting)."""
-    if redact_uri(uri) != uri:
-        os.environ[SUPPRESS_URL_ENV] = "true"
 
 
 #: What to do when the tracking store does not answer.

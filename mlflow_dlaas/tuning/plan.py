@@ -17,7 +17,7 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.text_model import TEXT_MODELS
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.project_paths import project_dir
-from mlflow_dlaas.runs.store_uri import redact_uri
+from mlflow_dlaas.redaction import redact_uri
 from mlflow_dlaas.tuning.sampling import grid_space
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 

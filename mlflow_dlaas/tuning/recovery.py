@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
+from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.runs.schema import ORPHANED_TAG, REASON_TAG
@@ -107,7 +108,7 @@ def orphan_runs(run_ids: Iterable[str], reason: str) -> None:
         run = client.get_run(run_id)
         if run.info.status != "RUNNING":
             continue
-        client.set_tag(run_id, REASON_TAG, reason[:5000])  # the entry point keeps it
+        client.set_tag(run_id, REASON_TAG, redact_text(reason)[:5000])  # the entry point keeps it
         owner = Owner.from_tags(run.data.tags)
         if owner is not None and owner.pid != os.getpid() and owner.is_dead() is False:
             stop_process_tree(owner.pid)  # the entry point ends its run KILLED on SIGTERM

@@ -30,6 +30,7 @@ from mlflow_dlaas.own_project.settings import (
 )
 from mlflow_dlaas.own_project.watch import OutsideWatch
 from mlflow_dlaas.project_paths import projects_dir
+from mlflow_dlaas.redaction import redact_uri
 from mlflow_dlaas.runs.lifecycle import end_run, set_shared_tags
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
@@ -42,7 +43,6 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NAME_TAG,
     TRIAL_NUMBER_TAG,
 )
-from mlflow_dlaas.runs.store_uri import redact_uri
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.delivery import (

@@ -98,3 +98,22 @@ def _walk(client: mlflow.MlflowClient, run_id: str, path: str) -> list[str]:
     for info in client.list_artifacts(run_id, path or None):
         files += _walk(client, run_id, info.path) if info.is_dir else [info.path]
     return files
+
+
+def test_mlflow_run_prints_no_password_in_its_run_links(
+    tmp_path: Path, auth_server: str
+) -> None:
+    """Plain `mlflow run` (MLflow's own process, with our package installed) against a
+    tracking URI holding the password: MLflow's "View run ... at:" lines would print it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "MLproject").write_text(
+        "name: quiet\nentry_points:\n  main:\n    command: \"python -c 'print(1)'\"\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["MLFLOW_TRACKING_URI"] = auth_server.replace("http://", f"http://admin:{SECRET}@")
+    out = subprocess.run(["mlflow", "run", str(project), "--env-manager", "local",
+                          "--experiment-name", f"links-{uuid.uuid4().hex[:6]}"],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "succeeded" in out.stderr
+    assert SECRET not in out.stdout + out.stderr

@@ -1,0 +1,59 @@
+"""One redaction for every string that leaves the process: each secret form, in a value, a
+command line and free text, and MLflow's own run links in any process that imports MLflow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mlflow_dlaas.redaction import redact_command, redact_text, redact_value
+
+PW = "pw-7f3a9"
+
+
+@pytest.mark.parametrize("text", [
+    f"https://user:{PW}@host/x", f"--passwd {PW}", f"--password={PW}", f"--token {PW}",
+    f"--secret {PW}", f"--api-key {PW}", f"-api_key {PW}", f"password={PW}",
+    f"API_KEY: {PW}", f"ran: train.py --lr 0.1 --token {PW} --epochs 2",
+    f"host=h password={PW} dbname=x", f"https://host/x?token={PW}",
+    f"error at postgresql://bob:{PW}@db/optuna: refused",
+])
+def test_every_secret_form_is_hidden_in_free_text(text: str) -> None:
+    shown = redact_text(text)
+    assert PW not in shown
+    assert "***" in shown or "?" not in shown
+
+
+@pytest.mark.parametrize("text", [
+    "train.py --lr 0.1 --epochs 2", "sqlite:////tmp/mlflow.db", "--token-count 3 --tokens",
+    "threads=2 batch_size=64", "keyboard interrupt",
+])
+def test_text_without_secrets_is_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_a_command_line_loses_every_credential_but_keeps_its_shape() -> None:
+    argv = ["cmd", f"https://user:{PW}@host", f"--passwd={PW}", "--token", PW,
+            f"password={PW}", "--epochs", "2"]
+    shown = redact_command(argv)
+    assert shown == ["cmd", "https://user:***@host", "--passwd=***", "--token", "***",
+                     "password=***", "--epochs", "2"]
+    assert redact_value(f'{{"token": "{PW}", "n": 1}}') == '{"token": "***", "n": 1}'
+
+
+def test_mlflows_run_links_are_off_in_any_process_that_imports_mlflow_with_a_password() -> None:
+    """MLflow prints "View run ... at: <tracking URI>/..." with the URI as given; where our
+    package is installed, importing MLflow (plain `mlflow run` does) switches those lines off
+    when the URI holds a password, and leaves them on otherwise."""
+    probe = ("import os, mlflow; "
+             "print(os.environ.get('MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT'))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    seen = {}
+    for uri in (f"http://alice:{PW}@127.0.0.1:9", "http://127.0.0.1:9"):
+        out = subprocess.run([sys.executable, "-c", probe], env={**env, "MLFLOW_TRACKING_URI": uri},
+                             capture_output=True, text=True, timeout=120, check=True)
+        seen[uri] = out.stdout.strip()
+    assert list(seen.values()) == ["true", "None"]
