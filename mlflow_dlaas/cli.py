@@ -16,6 +16,7 @@ from mlflow_dlaas import __version__
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import ConfigError, DlaasError
 from mlflow_dlaas.redaction import redact_text, redact_uri
+from mlflow_dlaas.runs.database_bounds import stalled_database_reason
 from mlflow_dlaas.runs.goals import parse_asks
 from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable
 
@@ -41,6 +42,12 @@ def reports_errors(func: F) -> F:
         except Exception as e:  # mlflow is imported only where a command needs it
             from mlflow.exceptions import MlflowException
 
+            stalled = stalled_database_reason(e)
+            if stalled:
+                click.echo(f"mlflow-dlaas: error: the database server {stalled}; check it, "
+                           "then run the command again (a study resumes where it stopped)",
+                           err=True)
+                sys.exit(1)
             if not isinstance(e, MlflowException):
                 raise
             # the tracking store said no: say so, without a trace

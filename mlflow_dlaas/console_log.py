@@ -12,7 +12,7 @@ import os
 VERBOSE_ENV = "MLFLOW_DLAAS_VERBOSE"
 #: MLflow's INFO loggers whose lines ours say better (the store's table creation, each
 #: Projects run's "=== Running command ..." lines).
-LIBRARY_CHATTER = ("mlflow.store.db.utils", "mlflow.projects.utils",
+LIBRARY_CHATTER = ("mlflow.projects.utils",
                    "mlflow.projects.backend.local", "mlflow.utils.virtualenv")
 _OURS = ("__main__", "mlflow_dlaas")
 
@@ -26,15 +26,20 @@ def verbose() -> bool:
 #: connection a stop (SIGTERM, Ctrl-C) has already closed: cleanup, never a lost result (a
 #: failing query raises where it is made).
 POOL_CLEANUP = "sqlalchemy.pool"
+#: MLflow's database store logs, with a 60-line traceback, every database error it then
+#: raises (a lock timeout, a lost server): the raise is where we say it, in one line. Its
+#: INFO lines (table creation) ours say better.
+STORE_ECHO = "mlflow.store.db.utils"
 
 
 def quiet_library_chatter() -> None:
-    """MLflow's INFO chatter to WARNING, and SQLAlchemy's pool-cleanup errors off the console,
-    unless :func:`verbose`."""
+    """MLflow's INFO chatter to WARNING, and SQLAlchemy's pool-cleanup errors and MLflow's
+    echo of the database errors it raises off the console, unless :func:`verbose`."""
     if not verbose():
         for name in LIBRARY_CHATTER:
             logging.getLogger(name).setLevel(logging.WARNING)
-        logging.getLogger(POOL_CLEANUP).setLevel(logging.CRITICAL)
+        for name in (POOL_CLEANUP, STORE_ECHO):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 class _ConsoleFormatter(logging.Formatter):

@@ -50,6 +50,7 @@ from mlflow_dlaas.errors import EXIT_UNDELIVERED, ConfigError, WorkloadError
 from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import project_dir, projects_dir
+from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import launcher_environment
 
@@ -135,16 +136,47 @@ class ProjectEntry:
     open_ended: bool
 
 
-def read_project(uri: str, entry_point: str) -> ProjectEntry:
-    """Fetch (a git URI is cloned) and read the project at ``uri``; ConfigError naming the
-    problem where it is not a project or has no such entry point."""
+#: How long git may go without receiving anything from a server before it gives up.
+GIT_STALL_S = 10
+#: Bounds for every git command MLflow runs to clone a project: a server that accepts and
+#: never answers (HTTP: fewer than 1 byte/s for GIT_STALL_S; ssh: connect and keep-alive
+#: limits), and never a prompt for a password nobody will type. A user's own setting wins.
+GIT_BOUNDS = {
+    "GIT_HTTP_LOW_SPEED_LIMIT": "1",
+    "GIT_HTTP_LOW_SPEED_TIME": str(GIT_STALL_S),
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_SSH_COMMAND": (f"ssh -o ConnectTimeout={GIT_STALL_S} -o ServerAliveInterval=5 "
+                        "-o ServerAliveCountMax=2 -o BatchMode=yes"),
+}
+
+
+@contextlib.contextmanager
+def bounded_git() -> Iterator[None]:
+    """:data:`GIT_BOUNDS` in the environment for the block (where the user set none)."""
+    added = {k: v for k, v in GIT_BOUNDS.items() if k not in os.environ}
+    os.environ.update(added)
     try:
-        work_dir = fetch_and_validate_project(uri, None, entry_point, {})
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def read_project(uri: str, entry_point: str) -> ProjectEntry:
+    """Fetch (a git URI is cloned, every wait bounded) and read the project at ``uri``;
+    ConfigError naming the problem where it is not a project or has no such entry point."""
+    try:
+        with bounded_git():
+            work_dir = fetch_and_validate_project(uri, None, entry_point, {})
         project = load_project(work_dir)
         entry = project.get_entry_point(entry_point)
     except Exception as e:  # MLflow's ExecutionException, git's errors: one line each
-        said = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ConfigError(f"project {uri}: {said}") from None
+        text = redact_text(str(e))
+        said = (text.strip().splitlines() or [type(e).__name__])[0]
+        if "too slow" in text or "timed out" in text.lower():
+            said = (f"the git server did not answer within {GIT_STALL_S} s; check the URI "
+                    "and the network")
+        raise ConfigError(f"project {redact_uri(uri)}: {said}") from None
     declared = {name: None if p.default is None else str(p.default)
                 for name, p in entry.parameters.items()}
     return ProjectEntry(uri, entry_point, declared,
@@ -175,7 +207,7 @@ def start_project(uri: str, entry_point: str, params: Mapping[str, Any], *,
     # MLflow makes a folder per run for 'path' params, never removed; ours declare none, so it
     # stays empty and goes as soon as the command has started.
     with tempfile.TemporaryDirectory(prefix="dlaas-project-") as storage, \
-            environment_lock(env_manager):
+            environment_lock(env_manager), bounded_git():
         config[PROJECT_STORAGE_DIR] = storage
         return LocalBackend().run(uri, entry_point,
                                   {k: str(v) for k, v in params.items()}, None, config,

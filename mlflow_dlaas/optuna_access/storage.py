@@ -11,8 +11,9 @@ import optuna
 
 from mlflow_dlaas.errors import ConfigError, TrackingUnavailableError
 from mlflow_dlaas.redaction import redact_text, redact_uri
+from mlflow_dlaas.runs.database_bounds import bound_database_waits, connect_args
 from mlflow_dlaas.runs.store_lock import first_use_lock, sqlite_path, wait_for_sqlite_locks
-from mlflow_dlaas.runs.tracking import CONNECT_WITHIN_S, check_reachable, database_connect_args
+from mlflow_dlaas.runs.tracking import CONNECT_WITHIN_S, check_reachable
 
 EMBEDDED_SQLITE = "optuna.db"
 EMBEDDED_JOURNAL = "optuna-journal.log"
@@ -91,9 +92,10 @@ def _rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
     path = sqlite_path(url)
     if path is None:  # a database server: it answers within the bound, or we say so
         check_reachable(url, role="study storage", fix=STORAGE_FIX)
+        bound_database_waits(url)
     else:
         wait_for_sqlite_locks()
-    engine_kwargs = {"pool_pre_ping": True, "connect_args": database_connect_args(url)}
+    engine_kwargs = {"pool_pre_ping": True, "connect_args": connect_args(url, CONNECT_WITHIN_S)}
     for attempt in range(1, attempts + 1):
         try:
             with first_use_lock(path) if path else contextlib.nullcontext():

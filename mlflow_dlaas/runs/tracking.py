@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from mlflow_dlaas.errors import TrackingUnavailableError
 from mlflow_dlaas.redaction import redact_text, redact_uri
+from mlflow_dlaas.runs.database_bounds import bound_database_waits, connect_args
 from mlflow_dlaas.runs.store_lock import initialise_tracking_store
 from mlflow_dlaas.runs.store_uri import (
     ACTIVE_ENV,
@@ -69,6 +68,7 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
         os.environ[TRACKING_ENV] = target.uri
     check_reachable(target.uri)
     quiet_run_links(target.uri)
+    bound_database_waits(target.uri)
     mlflow.set_tracking_uri(target.uri)
     if target.uri.startswith(("http://", "https://")):
         from mlflow_dlaas.runs.journaled_store import journal_runs_sent_to
@@ -138,15 +138,27 @@ def check_reachable(uri: str, *, within_s: float = CONNECT_WITHIN_S,
             time.sleep(1.0)
     if scheme in DATABASES:
         _check_login(uri, max(deadline - time.monotonic(), 1.0), role, fix)
+    elif scheme in ("http", "https"):
+        _check_answers(uri, max(deadline - time.monotonic(), 1.0), role, fix)
 
 
-def database_connect_args(uri: str, within_s: float = CONNECT_WITHIN_S) -> dict[str, Any]:
-    """The driver's own bound on opening a connection to the database of ``uri`` (a server
-    that accepts the socket and never answers would hold the driver for minutes)."""
-    scheme = urlsplit(uri).scheme.split("+", 1)[0]
-    if scheme in ("postgresql", "postgres", "mysql"):
-        return {"connect_timeout": max(1, math.ceil(within_s))}
-    return {}
+def _check_answers(uri: str, within_s: float, role: str, fix: str) -> None:
+    """One HTTP request to the server, bounded by ``within_s``: any answer will do (MLflow
+    itself waits two minutes a request, and retries, on a server that accepted the socket and
+    hangs)."""
+    import requests
+
+    try:
+        requests.get(f"{uri.rstrip('/')}/health", timeout=within_s)
+    except requests.exceptions.Timeout:
+        raise TrackingUnavailableError(
+            f"the {role} {redact_uri(uri)} accepted the connection but did not answer "
+            f"within {within_s:.0f} s; {fix}") from None
+    except requests.exceptions.RequestException as e:
+        said = redact_text(str(e)).strip().splitlines()
+        raise TrackingUnavailableError(
+            f"the {role} {redact_uri(uri)} did not answer: "
+            f"{said[0] if said else type(e).__name__}; {fix}") from None
 
 
 def _check_login(uri: str, within_s: float, role: str, fix: str) -> None:
@@ -156,7 +168,7 @@ def _check_login(uri: str, within_s: float, role: str, fix: str) -> None:
 
     try:
         engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool,
-                                          connect_args=database_connect_args(uri, within_s))
+                                          connect_args=connect_args(uri, within_s))
     except ImportError as e:
         raise TrackingUnavailableError(f"the database driver for {redact_uri(uri)} is not "
                                        f"installed ({e}); install the driver the URI names, "

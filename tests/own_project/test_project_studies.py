@@ -4,8 +4,10 @@ around it, and every way such a trial can go wrong ending with its reason."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from mlflow_dlaas.launch import GIT_STALL_S
 from mlflow_dlaas.own_project.phase_marks import PHASE_FILE_ENV
 from mlflow_dlaas.report.tables import STATS_CONTRACT
 from mlflow_dlaas.runs.schema import MAPPED_TAG, PEAK_MEMORY, REASON_TAG, VALIDITY_TAG, WALL_TIME
@@ -167,3 +170,19 @@ def test_a_git_uri_project_runs_with_the_settings_applied(tmp_path: Path) -> Non
     assert run.data.params["seen_omp_threads"] == "1"
     assert run.data.params["phase_file_set"] == "True"
     assert "work/duration_seconds" in run.data.metrics
+
+
+def test_a_git_server_that_never_answers_is_one_line_within_the_bound(tmp_path: Path) -> None:
+    """`study --dry-run` on a project whose git server accepts and never answers hung
+    silently; git now gives up after GIT_STALL_S without a byte, and we say so."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()  # the kernel accepts; nobody ever answers
+        uri = f"http://127.0.0.1:{server.getsockname()[1]}/project.git"
+        spec = _spec(tmp_path, "hung-git", uri, "main")
+        started = time.monotonic()
+        done = run_as_user(f"mlflow-dlaas study --dry-run {spec}", tmp_path, timeout=120)
+    assert time.monotonic() - started < GIT_STALL_S + 30
+    assert done.returncode == 2, done.stderr
+    assert f"the git server did not answer within {GIT_STALL_S} s" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -14,36 +14,20 @@ import pytest
 from optuna.trial import TrialState
 
 from mlflow_dlaas.tuning.recovery import REASON_ATTR
+from tests.postgres import fresh_databases
 from tests.tuning.servers import mlflow_server
 from tests.tuning.studies import CHEAP_FIXED, study_cli, write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
-POSTGRES_URL = os.environ.get("DLAAS_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
 WORKERS = 3
 N_TRIALS = 4
 
 
-def _admin():
-    psycopg = pytest.importorskip("psycopg", reason="psycopg missing (extra: postgres)")
-    try:
-        return psycopg.connect(f"{POSTGRES_URL}/postgres", connect_timeout=3, autocommit=True)
-    except psycopg.OperationalError as e:
-        pytest.skip(f"no PostgreSQL answers at {POSTGRES_URL} ({e}); set DLAAS_TEST_POSTGRES_URL")
-
-
 @pytest.fixture
-def databases() -> Iterator[tuple[str, str]]:
-    """Two fresh databases (MLflow's and Optuna's both use alembic_version), dropped after."""
-    conn = _admin()
-    names = [f"dlaas_{role}_{uuid.uuid4().hex[:8]}" for role in ("mlflow", "optuna")]
-    with conn.cursor() as cur:
-        for name in names:
-            cur.execute(f"CREATE DATABASE {name}")
-    yield tuple(f"{POSTGRES_URL}/{name}" for name in names)
-    with conn.cursor() as cur:
-        for name in names:
-            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    conn.close()
+def databases() -> Iterator[tuple[str, ...]]:
+    """Two fresh databases: MLflow's and Optuna's."""
+    with fresh_databases("mlflow", "optuna") as urls:
+        yield urls
 
 
 def test_three_workers_share_one_study_and_one_parent(

@@ -1,0 +1,136 @@
+"""Every wait for a database server has a limit, not only connecting.
+
+Three bounds, for the tracking store and a study's storage alike:
+
+- the server's own: PostgreSQL ends a statement after :data:`STATEMENT_WITHIN_S` and a lock
+  wait after :data:`LOCK_WITHIN_S` (``statement_timeout``, ``lock_timeout``), given to every
+  connection of this process and its children through libpq's ``PGOPTIONS`` (MLflow opens its
+  engine itself) and to the engines we open through their connect arguments;
+- the network's: TCP keep-alives for the connections we open;
+- ours, for a server that stopped answering altogether (paused, its host frozen: nothing it
+  would enforce runs): every psycopg connection SQLAlchemy opens here (MLflow's engine and
+  Optuna's alike, through SQLAlchemy's ``do_connect`` event) waits at most
+  :data:`NO_REPLY_WITHIN_S` for a reply, then closes and raises.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+#: What a statement may take on the server (PostgreSQL cancels it then).
+STATEMENT_WITHIN_S = 30
+#: How long a statement may wait for a lock another session holds.
+LOCK_WITHIN_S = 10
+#: How long a statement may go without any reply before the connection gives up: the server's
+#: own bound plus a margin, so that a live server always speaks first.
+NO_REPLY_WITHIN_S = STATEMENT_WITHIN_S + 10
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+#: libpq's variable for options given to every connection it opens.
+PGOPTIONS_ENV = "PGOPTIONS"
+NO_REPLY_MESSAGE = "the database server sent no reply"
+
+
+def is_postgres(uri: str) -> bool:
+    """Whether ``uri`` names a PostgreSQL database (any SQLAlchemy driver suffix)."""
+    return urlsplit(uri).scheme.split("+", 1)[0] in POSTGRES_SCHEMES
+
+
+def postgres_options() -> str:
+    """The server-side bounds, as libpq options."""
+    return (f"-c statement_timeout={STATEMENT_WITHIN_S * 1000} "
+            f"-c lock_timeout={LOCK_WITHIN_S * 1000}")
+
+
+def connect_args(uri: str, connect_within_s: float) -> dict[str, Any]:
+    """The driver's connect arguments for an engine we open on ``uri``: a bound on opening
+    the connection (a server that accepts the socket and never answers would hold the driver
+    for minutes) and, for PostgreSQL, the statement and lock bounds and TCP keep-alives."""
+    scheme = urlsplit(uri).scheme.split("+", 1)[0]
+    args: dict[str, Any] = {}
+    if scheme in (*POSTGRES_SCHEMES, "mysql"):
+        args["connect_timeout"] = max(1, math.ceil(connect_within_s))
+    if scheme in POSTGRES_SCHEMES:
+        args.update(options=postgres_options(), keepalives=1, keepalives_idle=10,
+                    keepalives_interval=5, keepalives_count=3)
+    return args
+
+
+def bound_database_waits(uri: str) -> None:
+    """For a PostgreSQL ``uri``: give every connection this process and its children open
+    the server-side bounds (``PGOPTIONS``, kept where the user set them) and start the
+    reply bound here. Other stores are left alone."""
+    if not is_postgres(uri):
+        return
+    present = os.environ.get(PGOPTIONS_ENV, "")
+    if "statement_timeout" not in present and "lock_timeout" not in present:
+        os.environ[PGOPTIONS_ENV] = f"{present} {postgres_options()}".strip()
+    bound_replies()
+
+
+_BOUND = threading.Lock()
+_bounded: list[bool] = []
+
+
+def bound_replies() -> None:
+    """Make every psycopg connection this process opens through SQLAlchemy give up on a
+    reply after :data:`NO_REPLY_WITHIN_S` (once per process)."""
+    with _BOUND:
+        if _bounded:
+            return
+        _bounded.append(True)
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    event.listen(Engine, "do_connect", _connect_with_bound)
+
+
+def _connect_with_bound(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+    if dialect.driver != "psycopg" or getattr(dialect, "is_async", False):
+        return None  # another driver: the server-side bounds only
+    return _no_reply_bound_class().connect(*cargs, **cparams)
+
+
+@functools.cache
+def _no_reply_bound_class() -> type:
+    import psycopg
+
+    wait_timeout = getattr(psycopg.errors, "_WaitTimeout", psycopg.errors.OperationalError)
+
+    class NoReplyBoundConnection(psycopg.Connection):
+        """A psycopg connection whose every wait for the server has a limit."""
+
+        def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            try:
+                return super().wait(gen, interval,
+                                    NO_REPLY_WITHIN_S if timeout is None else timeout)
+            except wait_timeout:
+                self.close()  # mid-protocol: never to be used again
+                raise psycopg.OperationalError(
+                    f"{NO_REPLY_MESSAGE} within {NO_REPLY_WITHIN_S} s") from None
+
+    return NoReplyBoundConnection
+
+
+def stalled_database_reason(error: BaseException) -> str | None:
+    """What the database server did, in words ("stopped answering ..."), when ``error`` or
+    its cause is one of the bounds above ending a wait; else None."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).lower()
+        if "lock timeout" in text:
+            return (f"ended a statement that waited for a lock longer than {LOCK_WITHIN_S} s "
+                    "(another session holds it)")
+        if "statement timeout" in text:
+            return f"ended a statement that ran longer than {STATEMENT_WITHIN_S} s"
+        if NO_REPLY_MESSAGE in text or "connection timeout expired" in text:
+            return (f"stopped answering (no reply to a statement within {NO_REPLY_WITHIN_S} s, "
+                    "nor to a new connection within its connect timeout)")
+        current = current.__cause__ or current.__context__
+    return None
