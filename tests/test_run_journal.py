@@ -145,3 +145,46 @@ def test_held_results_go_out_when_the_server_comes_back_during_the_run(
         assert summary["monitor"], "the monitor's summary was lost"
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_monitor_keeps_its_run_when_the_server_goes_away_and_exits_with_the_commands_code(
+        tmp_path: Path, cli_path: str) -> None:
+    """`monitor` made its run itself, so MLflow had no copy to read back offline: it exited
+    1, never ended the run and lost its timeline, summary, read-back and exit code."""
+    server = MlflowServer(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
+    server.start()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")},
+           "MLFLOW_TRACKING_URI": server.url, JOURNAL_ENV: str(tmp_path / "journal"),
+           "MLFLOW_DLAAS_DELIVER_WITHIN_S": "2"}
+    try:
+        proc = subprocess.Popen([cli_path, "monitor", "--experiment", "away", "--", "sh", "-c",
+                                 "sleep 6; exit 3"], env=env, cwd=tmp_path,
+                                stderr=subprocess.PIPE, text=True)
+        client = mlflow.MlflowClient(server.url)
+        deadline = time.monotonic() + 120
+        while not _runs_of(client, "away") and time.monotonic() < deadline:
+            time.sleep(0.3)
+        server.kill()
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 3, stderr[-3000:]  # the command's, whatever the server did
+        assert "Traceback" not in stderr, stderr[-3000:]
+        assert "mlflow-dlaas resend" in stderr, stderr[-3000:]
+
+        server.start()
+        sent = subprocess.run([cli_path, "resend"], env={**env, "MLFLOW_TRACKING_URI": ""},
+                              capture_output=True, text=True, timeout=300)
+        assert sent.returncode == 0, sent.stderr
+        (run,) = _runs_of(client, "away")
+        assert run.info.status == "FAILED"  # ended, with its reason: exit code 3
+        assert run.data.metrics["exit_code"] == 3.0
+        assert "exited with code 3" in run.data.tags["dlaas.failure_reason"]
+        logged = {f.path for f in client.list_artifacts(run.info.run_id)}
+        assert {"monitor", "summary.json", "libraries"} <= logged, logged
+    finally:
+        server.stop()
+
+
+def _runs_of(client: mlflow.MlflowClient, experiment: str) -> list[mlflow.entities.Run]:
+    found = client.get_experiment_by_name(experiment)
+    return client.search_runs([found.experiment_id]) if found else []

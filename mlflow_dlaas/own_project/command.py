@@ -22,6 +22,7 @@ from mlflow_dlaas.own_project.settings import (
 )
 from mlflow_dlaas.own_project.watch import OutsideWatch
 from mlflow_dlaas.redaction import redact_command, redact_text, redact_value
+from mlflow_dlaas.runs.lifecycle import deliver_held_writes
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     COMMAND_TAG,
@@ -97,6 +98,8 @@ def run_monitored(
 
     Input is validated before any run exists. The run always ends: FINISHED when the
     command exits 0 and took its settings, FAILED otherwise, KILLED when we were interrupted.
+    A tracking server that goes away meanwhile loses nothing: the run's writes wait in its
+    journal (sent at the end if the server is back, else ``mlflow-dlaas resend``).
     """
     command = validate_command(argv)
     validate_interval(interval_s)
@@ -129,6 +132,7 @@ def run_monitored(
         raise
     finally:
         mlflow.end_run(status)
+        deliver_held_writes("mlflow-dlaas")  # a server away: the journal and how to resend
 
 
 def _launch_and_watch(command: list[str], run_id: str, watch: OutsideWatch,

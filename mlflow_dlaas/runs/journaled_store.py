@@ -322,6 +322,13 @@ class JournaledRestStore(RestStore):
                                     send)
         return (response_proto or api.Response()) if sent is None else sent
 
+    def create_run(self, *args: Any, **kwargs: Any) -> Run:
+        """MLflow's create_run; the new run is the base of its offline view (a process that
+        made its run itself, as ``monitor`` does, reads it back while the server is away)."""
+        run = super().create_run(*args, **kwargs)
+        self._courier.saw(run)
+        return run
+
     def get_run(self, run_id: str) -> Run:
         if self._courier.away():  # no request while it is known not to answer
             view = self._courier.offline_view(run_id)

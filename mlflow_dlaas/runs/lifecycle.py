@@ -178,3 +178,19 @@ def log_new_params(run_id: str, params: Mapping[str, Any]) -> None:
     fresh = [Param(k, str(v)) for k, v in params.items() if k not in existing]
     for i in range(0, len(fresh), 100):
         client.log_batch(run_id, params=fresh[i : i + 100])
+
+
+def deliver_held_writes(label: str, within_s: float | None = None) -> bool:
+    """At the end of a process: send what a tracking server did not take while its runs
+    went on (their journals; for at most ``within_s``, default
+    :data:`~mlflow_dlaas.runs.journaled_store.DELIVER_WITHIN_S`); where it still does not
+    answer, say in one line per run how to send it later (prefixed ``label``). Whether any
+    run still holds writes."""
+    journaled = sys.modules.get("mlflow_dlaas.runs.journaled_store")  # only where it was used
+    if journaled is None:
+        return False
+    held = journaled.deliver_held(within_s)
+    for journal in held:
+        print(f"{label}: {journaled.undelivered(journal)}", file=sys.stderr)
+    return bool(held)
+

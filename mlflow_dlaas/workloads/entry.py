@@ -62,14 +62,11 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
 
 def _deliver_held(name: str, code: int, within_s: float | None = None) -> int:
     """Send what a tracking server did not take while the run went on (its journal); where
-    it still does not answer, say how to send it later and exit with
-    :data:`~mlflow_dlaas.errors.EXIT_UNDELIVERED` (unless the run failed anyway)."""
-    journaled = sys.modules.get("mlflow_dlaas.runs.journaled_store")  # only where it was used
-    if journaled is None:
-        return code
-    held = journaled.deliver_held(within_s)
-    for journal in held:
-        print(f"mlflow-dlaas {name}: {journaled.undelivered(journal)}", file=sys.stderr)
+    it still does not answer, exit with :data:`~mlflow_dlaas.errors.EXIT_UNDELIVERED`
+    (unless the run failed anyway)."""
+    from mlflow_dlaas.runs.lifecycle import deliver_held_writes
+
+    held = deliver_held_writes(f"mlflow-dlaas {name}", within_s)
     return code or (EXIT_UNDELIVERED if held else 0)
 
 
