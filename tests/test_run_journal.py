@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mlflow
@@ -188,3 +189,78 @@ def test_monitor_keeps_its_run_when_the_server_goes_away_and_exits_with_the_comm
 def _runs_of(client: mlflow.MlflowClient, experiment: str) -> list[mlflow.entities.Run]:
     found = client.get_experiment_by_name(experiment)
     return client.search_runs([found.experiment_id]) if found else []
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda j: _write_line(j, "42"), "line 2 of"),
+    (lambda j: _write_line(j, "{}"), "not an operation (no whole-number seq)"),
+    (lambda j: (j.folder / "about.json").write_text("{not json"), "about.json cannot be read"),
+    (lambda j: (j.folder / "about.json").write_bytes(b"\xff\xfe\x00"), "about.json cannot be"),
+])
+def test_a_damaged_journal_is_one_line_and_the_others_still_go(
+        tmp_path: Path, cli_path: str, damage: Callable[[RunJournal], object], said: str
+) -> None:
+    """A line `42` or `{}`, or a corrupt about.json, crashed resend with a traceback and
+    held every other journal back."""
+    damaged = _left_journal("a" * 32, "http://127.0.0.1:9", tmp_path / "journal")
+    damaged.append("rest", api="SetTag", body='{"run_id": "' + "a" * 32 + '"}')
+    damage(damaged)
+    _write_line(damaged, json.dumps({"seq": 3, "kind": "rest", "api": "SetTag", "body": "{}"}))
+    env = {**os.environ, JOURNAL_ENV: str(tmp_path / "journal")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    out = subprocess.run([cli_path, "resend"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert f"journal {damaged.folder} is damaged" in out.stderr and said in out.stderr, \
+        out.stderr
+    assert "1 damaged journal(s) not sent" in out.stderr.splitlines()[-1]
+    assert (damaged.folder / "journal.jsonl").exists()  # kept for the user to repair
+
+
+def _left_journal(run_id: str, uri: str, root: Path) -> RunJournal:
+    """A journal as a process that has ended leaves it (no live owner: resend sends it)."""
+    journal = RunJournal.open(run_id, uri, root=root)
+    about = json.loads((journal.folder / "about.json").read_text())
+    (journal.folder / "about.json").write_text(json.dumps({**about, "owner": {}}))
+    return journal
+
+
+def _write_line(journal: RunJournal, line: str) -> None:
+    with open(journal.folder / "journal.jsonl", "a") as out:
+        out.write(line + "\n")
+
+
+def test_an_unreadable_sent_file_sends_again_rather_than_losing(tmp_path: Path) -> None:
+    journal = RunJournal.open("b" * 32, "http://127.0.0.1:9", root=tmp_path)
+    for _ in range(3):
+        journal.append("rest", api="SetTag", body="{}")
+    (journal.folder / "sent").write_bytes(b"1\n\xff\xfe garbage\n")
+    assert [op.seq for op in journal.pending()] == [2, 3]
+
+
+@pytest.mark.slow
+def test_a_held_write_that_can_never_be_sent_is_skipped_not_stuck(
+        tmp_path: Path, cli_path: str) -> None:
+    """A journal line whose metric is NaN (not JSON the server can take) held its journal
+    for good: every resend failed on it and sent nothing after it."""
+    server = MlflowServer(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
+    server.start()
+    try:
+        client = mlflow.MlflowClient(server.url)
+        run_id = client.create_run(client.create_experiment("nan")).info.run_id
+        journal = _left_journal(run_id, server.url, tmp_path / "journal")
+        journal.append("rest", api="LogMetric", body=json.dumps(
+            {"run_id": run_id, "key": "m", "value": float("nan"), "timestamp": 1, "step": 0}))
+        journal.append("rest", api="SetTag", body=json.dumps(
+            {"run_id": run_id, "key": "after", "value": "sent"}))
+        env = {**os.environ, JOURNAL_ENV: str(tmp_path / "journal")}
+        env.pop("MLFLOW_TRACKING_URI", None)
+        out = subprocess.run([cli_path, "resend"], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "refused a held write" in out.stderr and "skipped" in out.stderr
+        assert client.get_run(run_id).data.tags["after"] == "sent"
+        assert not journal.folder.exists()
+    finally:
+        server.stop()

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlflow_dlaas.errors import ConfigError
+
 #: Where journals live (default: ``$XDG_STATE_HOME/mlflow-dlaas/journal``).
 JOURNAL_ENV = "MLFLOW_DLAAS_JOURNAL_DIR"
 OPERATIONS = "journal.jsonl"
@@ -60,7 +62,7 @@ class RunJournal:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._lock = threading.Lock()
-        self._next = 1 + max((op.seq for op in self.operations()), default=0)
+        self._next: int | None = None  # read at the first append: a damaged one is said then
 
     @classmethod
     def open(cls, run_id: str, tracking_uri: str, root: Path | None = None) -> RunJournal:
@@ -83,7 +85,18 @@ class RunJournal:
         return self.folder.parent.name
 
     def _about(self) -> dict[str, Any]:
-        return json.loads((self.folder / ABOUT).read_text())
+        path = self.folder / ABOUT
+        try:
+            about = json.loads(path.read_text(errors="replace"))
+        except (OSError, ValueError) as e:
+            raise self._damaged(f"{path} cannot be read as a journal's record ({e})") from None
+        if not isinstance(about, dict) or not isinstance(about.get("tracking_uri"), str):
+            raise self._damaged(f"{path} is not a journal's record (no tracking_uri)")
+        return about
+
+    def _damaged(self, what: str) -> ConfigError:
+        return ConfigError(f"journal {self.folder} is damaged: {what}; repair it by hand, or "
+                           f"move it aside to send the other journals")
 
     @property
     def tracking_uri(self) -> str:
@@ -92,18 +105,27 @@ class RunJournal:
 
     @property
     def created(self) -> float:
-        return float(self._about().get("created", 0.0))
+        """When the journal was begun (0.0 for a damaged one: it sorts first and is said)."""
+        try:
+            return float(self._about().get("created", 0.0))
+        except (ConfigError, TypeError, ValueError):
+            return 0.0
 
     def writer_alive(self) -> bool:
         """Whether the process that writes this journal still runs (it sends it itself)."""
         from mlflow_dlaas.runs.ownership import Owner
 
-        owner = Owner.from_tags(self._about().get("owner", {}))
+        try:
+            owner = Owner.from_tags(self._about().get("owner", {}))
+        except (ConfigError, AttributeError):  # damaged: resend says so
+            return False
         return owner is not None and owner.is_dead() is False
 
     def append(self, kind: str, **fields: Any) -> Operation:
         """Write one operation (flushed to the kernel before it is sent)."""
         with self._lock:
+            if self._next is None:
+                self._next = 1 + max((op.seq for op in self.operations()), default=0)
             op = Operation(self._next, kind, fields)
             self._next += 1
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -140,23 +162,31 @@ class RunJournal:
                     (self.folder / name).unlink(missing_ok=True)
 
     def operations(self) -> Iterator[Operation]:
-        """Every operation written, in order (a torn last line, from a kill, is skipped)."""
+        """Every operation written, in order. A torn last line (a kill while writing it) is
+        skipped; any other line that is not an operation makes the journal damaged
+        (:class:`ConfigError`), never silently shorter."""
         path = self.folder / OPERATIONS
         if not path.exists():
             return
-        for line in path.read_text().splitlines():
+        lines = path.read_text(errors="replace").splitlines()
+        for number, line in enumerate(lines, 1):
             try:
                 record = json.loads(line)
             except ValueError:
-                continue
+                if number == len(lines):
+                    continue  # torn by a kill: it was never sent
+                raise self._damaged(f"line {number} of {path} is not JSON") from None
+            problem = _not_an_operation(record)
+            if problem:
+                raise self._damaged(f"line {number} of {path} is not an operation ({problem})")
             seq, kind = record.pop("seq"), record.pop("kind")
             yield Operation(seq, kind, record)
 
     def pending(self) -> list[Operation]:
         """The operations not yet acknowledged, in order."""
         path = self.folder / SENT
-        sent = {int(s) for s in path.read_text().split() if s.isdigit()} if path.exists() \
-            else set()
+        sent = {int(s) for s in path.read_text(errors="replace").split() if s.isdigit()} \
+            if path.exists() else set()  # an unreadable number: sent again, harmlessly
         return [op for op in self.operations() if op.seq not in sent]
 
     def remove_if_delivered(self) -> bool:
@@ -168,6 +198,28 @@ class RunJournal:
             with contextlib.suppress(OSError):  # the run's folder, once no process has one
                 self.folder.parent.rmdir()
             return True
+
+
+#: The fields each kind of operation carries, and their types.
+_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "rest": {"api": str, "body": (str, type(None))},
+    "artifacts": {"uri": str, "local": str, "path": (str, type(None)), "file": bool},
+}
+
+
+def _not_an_operation(record: Any) -> str | None:
+    """What makes a journal line's ``record`` not an operation, or None."""
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}, not an object"
+    if not isinstance(record.get("seq"), int) or isinstance(record.get("seq"), bool):
+        return "no whole-number seq"
+    fields = _FIELDS.get(record.get("kind"))  # type: ignore[arg-type]
+    if fields is None:
+        return f"kind {record.get('kind')!r} is neither rest nor artifacts"
+    for name, kind in fields.items():
+        if not isinstance(record.get(name), kind):
+            return f"field {name} missing or of the wrong type"
+    return None
 
 
 def journals_in(paths: list[Path]) -> list[RunJournal]:

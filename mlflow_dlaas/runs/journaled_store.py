@@ -38,7 +38,7 @@ from mlflow.store.tracking.rest_store import RestStore
 from mlflow.tracking._tracking_service import utils as tracking_utils
 from mlflow.utils.credentials import get_default_host_creds
 
-from mlflow_dlaas.errors import TrackingUnavailableError
+from mlflow_dlaas.errors import ConfigError, TrackingUnavailableError
 from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.journal import Operation, RunJournal
 from mlflow_dlaas.runs.store_uri import is_unreachable
@@ -96,13 +96,29 @@ class _RunView:
 
 #: Refusals of a held write that replaying can never change (a param logged since with
 #: another value): the write is skipped with a line; any other refusal keeps it held.
-FINAL_REFUSALS = frozenset({"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS"})
+FINAL_REFUSALS = frozenset({"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS",
+                            "BAD_REQUEST", "MALFORMED_REQUEST"})
 #: A run's journal is emptied of what was sent every this many writes.
 FORGET_EVERY = 200
 
 
 def _finally_refused(error: BaseException) -> bool:
-    return getattr(error, "error_code", None) in FINAL_REFUSALS
+    """Whether no later try can send the write: the server refused it for what it holds,
+    or it cannot even be encoded here (a hand-edited journal's NaN: no request was made)."""
+    import requests
+
+    if getattr(error, "error_code", None) in FINAL_REFUSALS:
+        return True
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, requests.exceptions.JSONDecodeError):
+            return False  # the server's answer was not JSON (a proxy's page): try again
+        if isinstance(current, (requests.exceptions.InvalidJSONError, json.JSONDecodeError)):
+            return True  # the held body itself cannot be sent: no request was made
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class Courier:
@@ -488,8 +504,18 @@ def resend_journals(paths: list[Path]) -> None:
     if not journals:
         where = ", ".join(map(str, paths)) or str(journal_root())
         print(f"mlflow-dlaas resend: nothing to send in {where}", file=sys.stderr)
+    damaged = []
     for journal in (j for j in journals if j not in live):
-        uri = os.environ.get(TRACKING_ENV) or _without_hidden_credentials(journal.tracking_uri)
-        sent = resend(journal, uri)
+        try:
+            uri = os.environ.get(TRACKING_ENV) or \
+                _without_hidden_credentials(journal.tracking_uri)
+            sent = resend(journal, uri)
+        except ConfigError as e:  # this journal only: the others still go
+            print(f"mlflow-dlaas resend: {e}", file=sys.stderr)
+            damaged.append(journal)
+            continue
         print(f"mlflow-dlaas resend: sent {sent} writes of run {journal.run_id} to "
               f"{redact_uri(uri)}", file=sys.stderr)
+    if damaged:
+        raise ConfigError(f"{len(damaged)} damaged journal(s) not sent (said above); the "
+                          "others were")
