@@ -28,7 +28,7 @@ _SECRET_WORD = (r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PWD|KEY|CREDENTIALS
 _URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 #: ``password=...``, ``api_key: ...`` inside a value (a libpq connection string, options).
 _SECRET_PAIR = re.compile(
-    rf"(\b\w*{_SECRET_WORD}['\"]?\s*[=:]\s*['\"]?)([^\s,;&'\"}}]+)", re.I)
+    rf"((?<!/)\b\w*{_SECRET_WORD}['\"]?\s*[=:]\s*['\"]?)([^\s,;&'\"}}]+)", re.I)
 #: A command-line flag whose value is a credential (``--password PW``, ``--api-key K``).
 _SECRET_FLAG = re.compile(rf"^--?[\w-]*{_SECRET_WORD}$", re.I)
 #: The same flag inside free text, followed by its value (``... --token PW ...``).

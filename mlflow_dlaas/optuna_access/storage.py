@@ -31,8 +31,7 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
     url = absolute_url(url)
     if url.startswith("journal:"):
         path = url.partition(":")[2]
-        backend = optuna.storages.journal.JournalFileBackend(path)
-        return optuna.storages.JournalStorage(backend), f"journal file {path}"
+        return _journal_file(Path(path)), f"journal file {path}"
     if url.startswith("redis://") or url.startswith("rediss://"):
         return _redis_journal(url), f"Redis journal {redact_uri(url)}"
     if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
@@ -54,6 +53,26 @@ def absolute_url(url: str | None) -> str:
         query = url.partition("?")[2]
         return f"sqlite:///{path.resolve()}" + (f"?{query}" if query else "")
     return url
+
+
+def _journal_file(path: Path) -> optuna.storages.JournalStorage:
+    """Optuna's journal file at ``path``: a regular file (new or Optuna's), in a folder that
+    exists, or :class:`ConfigError` saying which it is not."""
+    fix = "give --storage journal:PATH a new or existing Optuna journal file"
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"--storage journal:{path}: not a regular file (a device, a folder "
+                          f"or a pipe); {fix}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--storage journal:{path}: the folder {path.parent} does not exist; "
+                          f"create it or {fix}")
+    try:
+        backend = optuna.storages.journal.JournalFileBackend(str(path))
+        return optuna.storages.JournalStorage(backend)
+    except (ValueError, KeyError, TypeError) as e:  # a file that is not Optuna's journal
+        raise ConfigError(f"--storage journal:{path}: not an Optuna journal file "
+                          f"({type(e).__name__}: {str(e)[:120]}); {fix}") from None
+    except OSError as e:
+        raise ConfigError(f"--storage journal:{path}: {e.strerror or e}; {fix}") from None
 
 
 def _redis_journal(url: str) -> optuna.storages.JournalStorage:

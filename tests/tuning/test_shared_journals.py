@@ -59,3 +59,21 @@ def test_a_redis_journal(cli_path: str, tracking: str, tmp_path: Path) -> None:
     assert trial.state == TrialState.COMPLETE
     (parent,), (child,) = study_runs(name)
     assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+
+
+@pytest.mark.parametrize(("target", "said"), [
+    ("/dev/null", "not a regular file"), ("{tmp}", "not a regular file"),
+    ("/etc/passwd", "not an Optuna journal file"),
+    ("{tmp}/no/such/folder/j.log", "does not exist; create it"),
+])
+def test_a_journal_path_that_cannot_be_one_is_one_line_and_exit_2(
+        tmp_path: Path, target: str, said: str) -> None:
+    """`--storage journal:/dev/null` (fsync EINVAL) and a file not Optuna's printed
+    tracebacks."""
+    from mlflow_dlaas.errors import ConfigError
+    from mlflow_dlaas.optuna_access.storage import make_storage
+
+    path = target.format(tmp=tmp_path)
+    with pytest.raises(ConfigError, match=said) as caught:
+        make_storage(f"journal:{path}")
+    assert caught.value.exit_code == 2 and "***" not in str(caught.value)
