@@ -52,17 +52,53 @@ def _steps(d: Dimension) -> list[float | int]:
     return [int(v) for v in values] if d.kind == "int" else values
 
 
+def distributions(spec: StudySpec) -> dict[str, optuna.distributions.BaseDistribution]:
+    """The Optuna distribution of each sampled name, as :func:`suggest` asks for it."""
+    found: dict[str, optuna.distributions.BaseDistribution] = {}
+    if len(spec.frameworks) > 1:
+        found["framework"] = optuna.distributions.CategoricalDistribution(list(spec.frameworks))
+    for d in spec.search_space:
+        if d.kind == "categorical":
+            found[d.name] = optuna.distributions.CategoricalDistribution(list(d.choices))
+        elif d.kind == "int":
+            found[d.name] = optuna.distributions.IntDistribution(
+                int(d.low), int(d.high), step=int(d.step or 1), log=d.log)
+        else:
+            found[d.name] = optuna.distributions.FloatDistribution(
+                d.low, d.high, step=d.step, log=d.log)
+    return found
+
+
+def changed_since_begun(spec: StudySpec, trials: list[optuna.trial.FrozenTrial]) -> list[str]:
+    """The sampled names whose distribution the spec changed in a way Optuna refuses for a
+    study that has trials (another kind, other choices), each with before and now."""
+    now = distributions(spec)
+    changed: dict[str, str] = {}
+    for trial in trials:
+        for name, before in trial.distributions.items():
+            if name in now and name not in changed:
+                try:
+                    optuna.distributions.check_distribution_compatibility(before, now[name])
+                except ValueError:
+                    changed[name] = f"{name}: {_shown(before)} then, {_shown(now[name])} now"
+    return list(changed.values())
+
+
+def _shown(distribution: optuna.distributions.BaseDistribution) -> str:
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        return f"choices {list(distribution.choices)}"
+    kind = "int" if isinstance(distribution, optuna.distributions.IntDistribution) else "float"
+    return f"{kind} {distribution.low}..{distribution.high}"  # type: ignore[attr-defined]
+
+
 def suggest(trial: optuna.trial.Trial, spec: StudySpec) -> dict[str, Any]:
     """Sampled values for this trial (the framework too, when the spec names several)."""
     params: dict[str, Any] = {}
-    if len(spec.frameworks) > 1:
-        params["framework"] = trial.suggest_categorical("framework", list(spec.frameworks))
-    for d in spec.search_space:
-        if d.kind == "categorical":
-            params[d.name] = trial.suggest_categorical(d.name, list(d.choices))
-        elif d.kind == "int":
-            params[d.name] = trial.suggest_int(d.name, int(d.low), int(d.high),
-                                               step=int(d.step or 1), log=d.log)
+    for name, d in distributions(spec).items():
+        if isinstance(d, optuna.distributions.CategoricalDistribution):
+            params[name] = trial.suggest_categorical(name, list(d.choices))
+        elif isinstance(d, optuna.distributions.IntDistribution):
+            params[name] = trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
         else:
-            params[d.name] = trial.suggest_float(d.name, d.low, d.high, step=d.step, log=d.log)
+            params[name] = trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
     return params

@@ -69,7 +69,7 @@ from mlflow_dlaas.tuning.recovery import (
     recover_stale_trials,
 )
 from mlflow_dlaas.tuning.run_links import run_url
-from mlflow_dlaas.tuning.sampling import grid_space, make_sampler, suggest
+from mlflow_dlaas.tuning.sampling import changed_since_begun, grid_space, make_sampler, suggest
 from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
@@ -259,6 +259,11 @@ def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage
     if found != spec.directions:
         raise ConfigError(f"study {spec.name!r} exists with directions {found}, the spec asks "
                           f"{spec.directions}; give the study a new name to start afresh")
+    changed = changed_since_begun(spec, study.get_trials(deepcopy=False))
+    if changed:
+        raise ConfigError(f"study {spec.name!r} began with another search space, which Optuna "
+                          f"keeps per parameter ({'; '.join(changed)}); restore it, or give "
+                          "the study a new name to start afresh")
     if study.metric_names is None:  # made before the names were set
         _name_objectives(study, spec)
     return study, False

@@ -130,3 +130,4 @@ def test_two_workers_that_pick_one_point_at_once_end_on_two(monkeypatch: pytest.
     second = study.ask()
     assert study.get_trials()[second.number].system_attrs[POINT_ATTR] == {
         "batch_size": 32, "intra_op_threads": 2}
+
