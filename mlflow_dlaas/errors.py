@@ -41,6 +41,11 @@ class CommandNotExecutableError(DlaasError):
     exit_code = EXIT_COMMAND_NOT_EXECUTABLE
 
 
+class StoreMismatchError(DlaasError):
+    """A study's storage names runs the tracking store does not hold (one of the two was
+    deleted or replaced, or MLFLOW_TRACKING_URI points elsewhere)."""
+
+
 class TrackingUnavailableError(DlaasError):
     """The tracking server or database, or a study's storage, does not answer within its
     bound, or refuses the connection."""

@@ -17,7 +17,7 @@ from mlflow.entities import Param
 from optuna.trial import TrialState
 
 from mlflow_dlaas.console_log import verbose
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.errors import ConfigError, StoreMismatchError
 from mlflow_dlaas.figures import significant
 from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
@@ -283,7 +283,7 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
     while not created and time.monotonic() < deadline:
         existing = study.user_attrs.get(PARENT_ATTR)
         if existing:
-            return existing
+            return _held_by_tracking(existing, spec)
         time.sleep(0.5)
         study = optuna.load_study(study_name=spec.name, storage=storage_of(study))
     client = mlflow.MlflowClient()
@@ -306,6 +306,24 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     study.set_user_attr(PARENT_ATTR, run.info.run_id)
     return run.info.run_id
+
+
+def _held_by_tracking(parent_id: str, spec: StudySpec) -> str:
+    """``parent_id``, once the tracking store is seen to hold it."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        mlflow.MlflowClient().get_run(parent_id)
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise StoreMismatchError(
+            f"study {spec.name!r} records its parent run {parent_id}, which the tracking store "
+            f"{redact_uri(mlflow.get_tracking_uri())} does not hold (deleted, or another "
+            "store); point MLFLOW_TRACKING_URI at the store the study began in, or start "
+            "afresh: give the study a new name, or remove its storage (--storage, default "
+            "./optuna.db)") from None
+    return parent_id
 
 
 def _claim_parent(parent_id: str) -> None:
