@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -156,19 +157,43 @@ def runtimes_for(kind: str) -> list[str]:
 
 # --------------------------------------------------------------------------- inputs
 def synthetic_feed(specs: Sequence[InputSpec], n: int, seed: int) -> Feed:
-    """``n`` seeded samples per input: uniform [0, 1) floats, integers in [0, INT_HIGH)."""
+    """``n`` seeded samples per input: uniform [0, 1) floats, integers in [0, INT_HIGH).
+    Their size is checked against the memory available before any is made."""
+    check_inputs_fit_memory(specs, n)
     rng = np.random.default_rng(seed)
     arrays = {}
     for spec in specs:
         dtype = np.dtype(spec.dtype)
         shape = (n, *spec.shape)
         if dtype == np.bool_:
-            arrays[spec.name] = rng.random(shape) < 0.5
+            arrays[spec.name] = rng.random(shape, dtype=np.float32) < 0.5
         elif np.issubdtype(dtype, np.integer):
-            arrays[spec.name] = rng.integers(0, INT_HIGH, shape).astype(dtype)
+            arrays[spec.name] = rng.integers(0, INT_HIGH, shape, dtype=np.int64).astype(dtype)
+        elif dtype in (np.float32, np.float64):
+            arrays[spec.name] = rng.random(shape, dtype=dtype)
         else:
-            arrays[spec.name] = rng.random(shape).astype(dtype)
+            arrays[spec.name] = rng.random(shape, dtype=np.float32).astype(dtype)
     return Feed(arrays)
+
+
+def check_inputs_fit_memory(specs: Sequence[InputSpec], n: int) -> None:
+    """Refuse ``n`` samples of ``specs`` whose making would take more than half the memory
+    available now (a model declaring 10^9 elements a sample asked for 30 GiB), naming the
+    input that makes them large."""
+    import psutil
+
+    def sample_bytes(spec: InputSpec) -> int:
+        return math.prod(spec.shape) * max(np.dtype(spec.dtype).itemsize, 8)  # the draw's
+
+    need = n * sum(sample_bytes(s) for s in specs)
+    available = psutil.virtual_memory().available
+    if need > available / 2:
+        largest = max(specs, key=sample_bytes)
+        raise ConfigError(
+            f"input {largest.name!r} declares {math.prod(largest.shape):,} elements a sample "
+            f"({'x'.join(map(str, largest.shape))}); {n} samples need {need / 2**30:.1f} GiB, "
+            f"more than half the {available / 2**30:.1f} GiB available: check the model's "
+            "input shape, or give -P input_shape (and fewer samples)")
 
 
 def file_feed(path: Path, specs: Sequence[InputSpec]) -> Feed:

@@ -332,3 +332,19 @@ def test_a_model_with_a_fixed_batch_runs_at_that_batch_only(tmp_path: Path) -> N
     predict = in_fixed_batches(runtime.prepare(source, InferenceOptions()), 2)
     query = synthetic_feed(source.user.inputs, 8, 5)  # one multi-stream query, 4 model calls
     assert np.array_equal(predict(query), np.maximum(query["x"], 0))
+
+
+def test_an_input_declaring_a_billion_elements_is_refused_before_any_is_made(
+        tmp_path: Path) -> None:
+    """An ONNX input of 10^9 elements a sample allocated 29.8 GiB before failing."""
+    skip_unless_installed("onnx")
+    import resource
+
+    model = write_two_input_onnx(tmp_path / "two.onnx")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ConfigError, match=r"input 'y' declares 1,000,000,000 elements a sample "
+                                          r"\(1000000000\); \d+ samples need [\d.]+ GiB"):
+        prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out",
+                input_shape="y:1000000000")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 512 * 1024, f"{grown_kib / 1024:.0f} MiB allocated before refusing"
