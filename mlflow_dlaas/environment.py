@@ -19,7 +19,6 @@ from typing import Any
 from mlflow_dlaas.hardware import cpu_info, host_hash, nvidia_gpu_models
 from mlflow_dlaas.redaction import SECRET_NAME, redact_value
 from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX, HOST_TAG
-from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV, quiet_run_links
 
 TAG_VALUE_LIMIT = 500
 #: Fingerprint entries that are tags besides versions and performance variables: the rest
@@ -202,24 +201,6 @@ def write_fingerprint(directory: Path, data: Mapping[str, Any]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "fingerprint.json").write_text(json.dumps(data, indent=2, default=str))
     return directory
-
-
-class DlaasRunContextProvider:
-    """MLflow run context provider: tags every run that mlflow-dlaas starts.
-
-    MLflow makes one in every process that imports it where this package is installed, plain
-    ``mlflow run`` included: there it also switches off MLflow's "View run ... at:" links when
-    the tracking URI carries a password, which MLflow would print as given.
-    """
-
-    def __init__(self) -> None:
-        quiet_run_links(os.environ.get(TRACKING_ENV, ""))
-
-    def in_context(self) -> bool:
-        return os.environ.get(ACTIVE_ENV) == "1"
-
-    def tags(self) -> dict[str, str]:
-        return as_tags(fingerprint())
 
 
 def _read_text(path: str) -> str | None:

@@ -11,12 +11,12 @@ import pytest
 
 from mlflow_dlaas.environment import (
     NOT_RECORDED,
-    DlaasRunContextProvider,
     as_tags,
     fingerprint,
     performance_env,
     write_fingerprint,
 )
+from mlflow_dlaas.run_context import DlaasRunContextProvider
 from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX as TAG_PREFIX
 from mlflow_dlaas.runs.schema import HOST_TAG
 from mlflow_dlaas.runs.store_uri import ACTIVE_ENV

@@ -1,0 +1,113 @@
+"""In MLflow's own ``mlflow run`` process: the run it made does not stay RUNNING when that
+process dies before our entry point has taken the run over.
+
+``mlflow run`` creates the run, logs its params, then starts the entry point, which tags the
+run with its owner (:mod:`mlflow_dlaas.runs.ownership`) so that a later sweep can end it.
+Between the two, MLflow's process may die: a param name MLflow refuses (``-P 'a;b=1'``
+raises after the run exists) or a SIGTERM / SIGHUP (``timeout -s TERM 3.5 mlflow run ...``).
+The run then had no owner for the sweep and stayed RUNNING for ever.
+
+MLflow offers no hook in its CLI process but its run context providers, which it makes when
+it is imported (ours: :class:`mlflow_dlaas.run_context.DlaasRunContextProvider`): there we
+install an exception hook and signal handlers. The run is found in the dying process's
+frames (MLflow's ``active_run`` / ``submitted_run`` locals): the CLI keeps it nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType, TracebackType
+
+#: The signals that end ``mlflow run`` without Python's cleanup (SIGINT is MLflow's own:
+#: it cancels the run KILLED itself).
+GUARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_RUN_LOCALS = ("active_run", "submitted_run")
+
+
+def is_mlflow_run_cli(argv: list[str]) -> bool:
+    """Whether this process is MLflow's ``mlflow run`` command."""
+    program = Path(argv[0]).name if argv else ""
+    via_module = program == "__main__.py" and Path(argv[0]).parent.name == "mlflow"
+    return (program == "mlflow" or via_module) and argv[1:2] == ["run"]
+
+
+def guard_mlflow_run_cli(argv: list[str] | None = None) -> None:
+    """Where this is ``mlflow run``: end its run (FAILED on an error, KILLED on a signal)
+    if it dies before the entry point has tagged the run as its own."""
+    if not is_mlflow_run_cli(sys.argv if argv is None else argv):
+        return
+    previous_hook = sys.excepthook
+
+    def on_error(kind: type[BaseException], error: BaseException,
+                 trace: TracebackType | None) -> None:
+        said = (str(error).strip().splitlines() or [""])[0][:500]
+        _end_untaken(_run_in(_frames_of(trace)), "FAILED",
+                     f"mlflow run failed before the entry point started: {kind.__name__}: "
+                     f"{said}")
+        previous_hook(kind, error, trace)
+
+    sys.excepthook = on_error
+    for signum in GUARDED_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _on_signal)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    name = signal.Signals(signum).name
+    _end_untaken(_run_in(_stack_of(frame)), "KILLED",
+                 f"mlflow run was stopped by {name} before the entry point took the run over")
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # die of it, as without us
+
+
+def _frames_of(trace: TracebackType | None) -> Iterator[FrameType]:
+    while trace is not None:
+        yield trace.tb_frame
+        trace = trace.tb_next
+
+
+def _stack_of(frame: FrameType | None) -> Iterator[FrameType]:
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
+def _run_in(frames: Iterator[FrameType]) -> str | None:
+    """The id of the run MLflow's frames hold (an ActiveRun, a Run or a SubmittedRun)."""
+    for frame in frames:
+        for name in _RUN_LOCALS:
+            held = frame.f_locals.get(name)
+            run_id = getattr(getattr(held, "info", None), "run_id", None) or \
+                getattr(held, "run_id", None)
+            if isinstance(run_id, str) and run_id:
+                return run_id
+    return None
+
+
+def _end_untaken(run_id: str | None, status: str, reason: str) -> None:
+    """End ``run_id`` with ``reason`` unless the entry point took it over (then it ends the
+    run itself: it dies with its launcher) or it ended already."""
+    if run_id is None:
+        return
+    try:
+        import mlflow
+
+        from mlflow_dlaas.redaction import redact_text
+        from mlflow_dlaas.runs.ownership import Owner
+        from mlflow_dlaas.runs.schema import REASON_TAG
+
+        client = mlflow.MlflowClient()
+        run = client.get_run(run_id)
+        if run.info.status != "RUNNING" or Owner.from_tags(run.data.tags) is not None:
+            return
+        client.set_tag(run_id, REASON_TAG, redact_text(reason)[:5000])
+        client.set_terminated(run_id, status)
+        print(f"mlflow-dlaas: run {run_id} ended {status}: {redact_text(reason)}",
+              file=sys.stderr)
+    except Exception as e:  # the store may be what failed: the sweep cannot help, say so
+        print(f"mlflow-dlaas: could not end run {run_id} ({type(e).__name__}); it stays "
+              "RUNNING", file=sys.stderr)

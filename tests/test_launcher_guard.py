@@ -1,0 +1,74 @@
+"""Plain `mlflow run` that dies before our entry point takes its run over (a param name
+MLflow refuses, a SIGTERM at any moment) leaves no run RUNNING."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from mlflow_dlaas.project_paths import projects_dir
+from mlflow_dlaas.runs.launcher_guard import is_mlflow_run_cli
+from mlflow_dlaas.runs.schema import REASON_TAG
+
+pytestmark = pytest.mark.slow
+TRAIN = ["-P", "epochs=1", "-P", "max_steps=8", "-P", "warmup_steps=1"]
+
+
+def _mlflow_run(tracking: str, experiment: str, *params: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_RUN_ID",
+                                                            "MLFLOW_EXPERIMENT_ID")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # .venv active
+    env["MLFLOW_TRACKING_URI"] = mlflow.get_tracking_uri()
+    return subprocess.Popen(
+        ["mlflow", "run", str(projects_dir() / "pytorch"), "-e", "train", "--env-manager",
+         "local", "--experiment-name", experiment, *params],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _runs(experiment: str) -> list[mlflow.entities.Run]:
+    client = mlflow.MlflowClient()
+    found = client.get_experiment_by_name(experiment)
+    return client.search_runs([found.experiment_id]) if found else []
+
+
+def test_a_param_name_mlflow_refuses_ends_the_run_it_made_failed(tracking: str) -> None:
+    experiment = f"refused-{uuid.uuid4().hex[:6]}"
+    proc = _mlflow_run(tracking, experiment, "-P", "a;b=1", *TRAIN)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    (run,) = _runs(experiment)
+    assert run.info.status == "FAILED", stderr[-2000:]
+    assert "mlflow run failed before the entry point started" in run.data.tags[REASON_TAG]
+
+
+@pytest.mark.parametrize("after_s", [1.5, 3.0, 4.5, 7.0])
+def test_a_sigterm_at_any_moment_leaves_no_run_running(tracking: str, after_s: float) -> None:
+    """Before the run exists, between its making and the entry's start, mid-import of the
+    entry, and while it trains: the run ends (KILLED) or never was."""
+    experiment = f"stopped-{uuid.uuid4().hex[:6]}"
+    proc = _mlflow_run(tracking, experiment, *TRAIN)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    deadline = time.monotonic() + 60  # an entry that had started ends its own run
+    while any(r.info.status == "RUNNING" for r in _runs(experiment)) and \
+            time.monotonic() < deadline:
+        time.sleep(0.5)
+    statuses = [r.info.status for r in _runs(experiment)]
+    assert "RUNNING" not in statuses, statuses
+
+
+def test_only_mlflows_run_command_is_guarded() -> None:
+    assert is_mlflow_run_cli(["/venv/bin/mlflow", "run", "projects/pytorch"])
+    assert is_mlflow_run_cli(["/venv/lib/mlflow/__main__.py", "run", "."])
+    assert not is_mlflow_run_cli(["/venv/bin/mlflow", "ui"])
+    assert not is_mlflow_run_cli(["/venv/bin/mlflow-dlaas", "run"])
+    assert not is_mlflow_run_cli(["python", "-c", "pass"])
