@@ -64,6 +64,8 @@ def _deliver_held(name: str, code: int, within_s: float | None = None) -> int:
     """Send what a tracking server did not take while the run went on (its journal); where
     it still does not answer, exit with :data:`~mlflow_dlaas.errors.EXIT_UNDELIVERED`
     (unless the run failed anyway)."""
+    if "mlflow_dlaas.runs.journaled_store" not in sys.modules:
+        return code  # nothing was journaled (nor is MLflow to be imported: a stop mid-import)
     from mlflow_dlaas.runs.lifecycle import deliver_held_writes
 
     held = deliver_held_writes(f"mlflow-dlaas {name}", within_s)
