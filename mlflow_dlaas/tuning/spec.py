@@ -98,18 +98,31 @@ class StudySpec:
 
 #: A study spec larger than this is refused before it is parsed (the examples are < 2 KB).
 MAX_SPEC_BYTES = 1 * 2**20
+#: How deep a spec's lists and mappings may nest (the examples: 4); 800 KB of brackets
+#: exhausted Python's recursion before.
+MAX_SPEC_DEPTH = 32
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """YAML without aliases: ``*anchor`` references can nest into a document of billions of
-    values ("billion laughs"); a spec writes its values out."""
+    """YAML without aliases (``*anchor`` references can nest into a document of billions of
+    values, "billion laughs"; a spec writes its values out) and at most
+    :data:`MAX_SPEC_DEPTH` levels deep."""
+
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
+        mark = self.peek_event().start_mark
         if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
             raise ConfigError(f"line {mark.line + 1}: YAML aliases (*name) are not accepted in "
                               "a study spec; write the values out")
-        return super().compose_node(parent, index)
+        if self._depth >= MAX_SPEC_DEPTH:
+            raise ConfigError(f"line {mark.line + 1}: nested more than {MAX_SPEC_DEPTH} levels "
+                              "deep; a spec is a few levels of mappings and lists")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def load_spec(path: str | Path) -> StudySpec:
@@ -129,7 +142,7 @@ def load_spec(path: str | Path) -> StudySpec:
         raw = yaml.load(data.decode("utf-8"), Loader=_NoAliasLoader)  # a SafeLoader
     except UnicodeDecodeError:
         raise ConfigError(f"study spec {path} is not text (UTF-8); give a YAML file") from None
-    except ConfigError as e:  # an alias
+    except ConfigError as e:  # an alias, too deep
         raise ConfigError(f"study spec {path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"study spec {path} is not valid YAML: {e}") from None

@@ -259,6 +259,18 @@ def test_yaml_exponents_without_a_dot_are_numbers() -> None:
     assert (dimension.low, dimension.high, dimension.log) == (1e-4, 0.1, True)
 
 
+@pytest.mark.parametrize("text", [
+    "name: x\nsearch_space: " + "[" * 270_000 + "]" * 270_000 + "\n",
+    "{\"name\": \"x\", \"fixed\": " + "{\"a\": " * 50_000 + "1" + "}" * 50_000 + "}\n",
+])
+def test_a_spec_nested_past_the_depth_limit_is_one_line(tmp_path: Path, text: str) -> None:
+    """800 KB of brackets ended in a 2,994-line RecursionError."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"nested more than 32 levels deep"):
+        load_spec(path)
+
+
 def test_yaml_aliases_are_refused_before_they_expand(tmp_path: Path) -> None:
     """'Billion laughs': nine levels of nine aliases would be 10^9 values."""
     lines = ["name: laughs", "frameworks: [pytorch]", 'a0: &a0 ["lol"]']
