@@ -10,6 +10,7 @@ is no estimate at all.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -99,14 +100,24 @@ class LoadgenVerdict:
 
     valid: bool
     shortfalls: tuple[str, ...] = ()
+    #: whether the latency bound was met (LoadGen's performance constraints); None: not said
+    bound_met: bool | None = None
+    #: how many more queries LoadGen's early stopping asked for; None: it asked for none
+    more_queries: int | None = None
 
     @classmethod
     def from_detail(cls, detail: Mapping[str, Any]) -> LoadgenVerdict:
         """The verdict in LoadGen's detail log (its ``key -> value`` records)."""
         missed = [text for key, text in LOADGEN_RULES.items() if detail.get(key) is False]
+        more = None
         if detail.get("early_stopping_met") is False and detail.get("early_stopping_result"):
-            missed[-1] += f" ({' '.join(str(detail['early_stopping_result']).split())})"
-        return cls(detail.get("result_validity") == "VALID", tuple(missed))
+            said = " ".join(str(detail["early_stopping_result"]).split())
+            missed[-1] += f" ({said})"
+            found = _MORE_QUERIES.search(said)
+            more = int(found.group(1)) if found else None
+        bound = detail.get("result_perf_constraints_met")
+        return cls(detail.get("result_validity") == "VALID", tuple(missed),
+                   bound if isinstance(bound, bool) else None, more)
 
     @classmethod
     def all_of(cls, verdicts: Sequence[LoadgenVerdict]) -> LoadgenVerdict:
@@ -114,8 +125,18 @@ class LoadgenVerdict:
         missed = tuple(dict.fromkeys(s for v in verdicts for s in v.shortfalls))
         return cls(all(v.valid for v in verdicts), missed)
 
+    @property
+    def too_few_queries(self) -> bool:
+        """INVALID only for want of queries: the bound held, but the counts or early
+        stopping needed a longer test (run longer; it says nothing of the rate)."""
+        return not self.valid and self.bound_met is True
+
     def __str__(self) -> str:
         return "VALID" if self.valid else "INVALID: " + ("; ".join(self.shortfalls) or "?")
+
+
+#: LoadGen's early-stopping note: "Would need to run at least 339 more queries, ..."
+_MORE_QUERIES = re.compile(r"at least (\d+) more queries")
 
 
 @dataclass(frozen=True)

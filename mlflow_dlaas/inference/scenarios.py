@@ -1,6 +1,6 @@
 """MLPerf's scenarios over a predictor, run by MLPerf's own LoadGen (:mod:`loadgen`):
-single-stream, multi-stream, offline, server (with dynamic batching), and the server's
-highest rate within a p99 bound.
+single-stream, multi-stream, offline and server (with dynamic batching); the server's
+highest rate within a p99 bound is :mod:`capacity`'s.
 
 Every scenario runs its warm-up queries first and apart (they also tell LoadGen how long a
 query takes, so that it plans its test), then LoadGen issues queries until both the minimum
@@ -18,7 +18,6 @@ against LoadGen's single-stream in the tests.
 
 from __future__ import annotations
 
-import math
 import queue
 import threading
 import time
@@ -35,8 +34,6 @@ from mlflow_dlaas.inference.loadgen import TestSpec, complete, run_test
 
 #: Fewer queries than this cannot give LoadGen's early-stopping p99 (662).
 P99_MIN_QUERIES = early_stopping_min_queries(0.99)
-#: The server rate search stops probing after this many seconds (each probe is a LoadGen test).
-SEARCH_BUDGET_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -311,86 +308,3 @@ def server(predict: Predictor, pool: Any, target_qps: float, rule: StoppingRule,
                                         samples_per_query=1, loadgen=verdict)
     return ServerResult(result, target_qps, result.count / max(window.duration_s, 1e-9),
                         result.count / max(batcher.calls, 1))
-
-
-@dataclass(frozen=True)
-class RateSearch:
-    """The server's highest rate within a p99 bound, and every probe (a LoadGen test)."""
-
-    best_qps: float | None  # None: no probed rate met the bound
-    probes: tuple[ServerResult, ...]
-    stopped_early: bool  # the time budget ran out before the search converged
-
-    def describe_failure(self, p99_bound_ms: float) -> str:
-        """Why there is no rate, in one line (for the run's tag)."""
-        rates = sorted(p.target_qps for p in self.probes)
-        tried = f"{rates[0]:.3g} to {rates[-1]:.3g} queries/s" if rates else "no rate"
-        return (f"no rate met p99 <= {p99_bound_ms:g} ms: LoadGen judged every probe "
-                f"INVALID ({len(rates)} probes, {tried})")
-
-
-#: ``report(probe, seconds_left)``: called after each probe of a rate search.
-ProbeReport = Callable[[ServerResult, float], None]
-
-
-def max_rate_within_bound(predict: Predictor, pool: Any, p99_bound_ms: float,
-                          start_qps: float, rule: StoppingRule, log_dir: Path, *,
-                          precision: float = 0.1, budget_s: float = SEARCH_BUDGET_S,
-                          report: ProbeReport | None = None, first: ServerResult | None = None,
-                          seed: int = 0, max_batch: int = 1, max_wait_s: float = 0.0
-                          ) -> RateSearch:
-    """The highest Poisson rate that LoadGen judged VALID with the bound as its target p99.
-
-    From ``start_qps`` the rate doubles until a test is INVALID (or halves until one is
-    VALID), then bisects until the two rates are within ``precision`` of each other. A probe
-    is started only when its planned length fits in what is left of ``budget_s``. The
-    answer is the highest VALID rate of all probes (None when there was none): a noisy
-    probe can never make it lower than a rate that was seen to meet the bound."""
-    deadline = time.monotonic() + budget_s
-    tried: list[ServerResult] = []
-    stopped = False
-
-    def valid_at(rate: float) -> bool | None:
-        nonlocal stopped
-        planned = max(rule.min_duration_s, max(rule.min_queries, P99_MIN_QUERIES) / rate)
-        if first is not None and not tried:
-            probe = first
-        elif tried and time.monotonic() + planned > deadline:
-            stopped = True
-            return None
-        else:
-            probe = server(predict, pool, rate, rule, log_dir / f"probe_{len(tried) + 1}",
-                           p99_bound_ms=p99_bound_ms, seed=seed, max_batch=max_batch,
-                           max_wait_s=max_wait_s)
-        tried.append(probe)
-        if report is not None:
-            report(probe, max(0.0, deadline - time.monotonic()))
-        return probe.valid
-
-    low, high = _bracket(valid_at, start_qps)
-    while low is not None and high is not None and high > low * (1 + precision):
-        middle = math.sqrt(low * high)
-        answer = valid_at(middle)
-        if answer is None:
-            break
-        low, high = (middle, high) if answer else (low, middle)
-    best = max((p.target_qps for p in tried if p.valid), default=None)
-    return RateSearch(best, tuple(tried), stopped)
-
-
-def _bracket(valid_at: Callable[[float], bool | None], start: float
-             ) -> tuple[float | None, float | None]:
-    """A VALID rate and an INVALID one twice or half as high (None where not found)."""
-    answer = valid_at(start)
-    if answer is None:
-        return None, None
-    step = 2.0 if answer else 0.5
-    known, rate = start, start
-    while True:
-        rate *= step
-        again = valid_at(rate)
-        if again is None or rate > 1e6 or rate < 1e-3:
-            return (known, None) if answer else (None, known)
-        if again != answer:
-            return (known, rate) if answer else (rate, known)
-        known = rate

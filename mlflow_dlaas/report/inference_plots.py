@@ -18,6 +18,7 @@ from mlflow_dlaas.runs.schema import (
     P99_LATENCY,
     QUERY_COUNT,
     SERVER_LOAD_P99,
+    SERVER_LOAD_VALID,
     SERVER_TARGET_QPS,
 )
 
@@ -173,9 +174,11 @@ def versus_offered_load(client: MlflowClient, rows: pd.DataFrame) -> Plot:
         except MlflowException:
             continue
         if history and run["config"] not in curves:
+            valid = _valid_by_step(client, run["run_id"])
             curves[run["config"]] = pd.DataFrame(
-                [(h.step, h.value) for h in history], columns=["qps", "p99"]
-            ).groupby("qps").median().reset_index()
+                [(h.step, h.value, valid.get(h.step, 1.0)) for h in history],
+                columns=["qps", "p99", "valid"]
+            ).groupby("qps").agg({"p99": "median", "valid": "min"}).reset_index()
         if len(curves) == MAX_LINES:
             break
     if not curves:
@@ -196,6 +199,12 @@ def versus_offered_load(client: MlflowClient, rows: pd.DataFrame) -> Plot:
             seen[system] += 1
             ax.plot(curve["qps"], curve["p99"], marker=style[1], linestyle=style[0],
                     color=palette[system], label=config)
+            invalid = curve[curve["valid"] < 1]
+            ax.plot(invalid["qps"], invalid["p99"], marker=style[1], linestyle="none",
+                    markersize=11, markerfacecolor="white", markeredgecolor=palette[system])
+        if (every["valid"] < 1).any():
+            ax.plot([], [], marker="o", linestyle="none", markerfacecolor="white",
+                    markeredgecolor="grey", label="LoadGen INVALID at that rate")
         if bound is not None:
             ax.axhline(bound, color="grey", linestyle=":", label=f"p99 bound {bound:g} ms")
         log_x, log_y = spans_decades(every["qps"]), spans_decades(every["p99"])
@@ -209,7 +218,17 @@ def versus_offered_load(client: MlflowClient, rows: pd.DataFrame) -> Plot:
         ax.legend(fontsize=7)
 
     return draw(name, title, "Latency from arrival to completion (queueing included) at "
-                "each offered Poisson rate a run measured.", paint)
+                "each offered Poisson rate a run measured; a hollow marker is a rate LoadGen "
+                "judged INVALID (the run's server/rate_search.json says why).", paint)
+
+
+def _valid_by_step(client: MlflowClient, run_id: str) -> dict[int, float]:
+    """LoadGen's verdict (1 VALID, 0 INVALID) at each offered rate; empty for runs made
+    before it was logged (their points read VALID)."""
+    try:
+        return {h.step: h.value for h in client.get_metric_history(run_id, SERVER_LOAD_VALID)}
+    except MlflowException:
+        return {}
 
 
 def _cdf(client: MlflowClient, run_id: str) -> pd.DataFrame | None:

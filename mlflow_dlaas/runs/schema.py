@@ -104,12 +104,21 @@ THROUGHPUT = "throughput_samples_per_second"
 SAMPLES_TOTAL = "samples_total"
 LOAD_TIME = "load_time_seconds"
 # The server scenario's offered and achieved rate; its load curve (step = point)
+#: Multi-stream's samples per query: the scenario's property, not a batch size
+MULTI_STREAM_SAMPLES = "multi_stream/samples_per_query"
 SERVER_TARGET_QPS = "server/target_qps"
 SERVER_ACHIEVED_QPS = "server/achieved_qps"
 SERVER_MEAN_BATCH = "server/mean_batch_size"
 SERVER_LOAD_P99 = "server_load/latency_p99_ms"
 SERVER_LOAD_ACHIEVED_QPS = "server_load/achieved_qps"
 SERVER_LOAD_QUERY_COUNT = "server_load/query_count"
+#: 1 where LoadGen judged the test at that offered rate VALID, 0 where INVALID
+SERVER_LOAD_VALID = "server_load/loadgen_valid"
+#: The capacity search: how many rates it probed, how long it took, and the lowest rate
+#: over the p99 bound above its answer (the bracket's upper end)
+SERVER_SEARCH_PROBES = "server/rate_search_probes"
+SERVER_SEARCH_SECONDS = "server/rate_search_seconds"
+SERVER_SEARCH_LOWEST_INVALID_QPS = "server/rate_search_lowest_over_bound_qps"
 # The ensemble scenario: its size, and each member's latencies (``ensemble/model{i}_...``)
 ENSEMBLE_SIZE = "ensemble/size"
 # The monitor's samples, each a series over the run and the statistic under ``{phase}/``;

@@ -53,6 +53,7 @@ from mlflow_dlaas.runs.schema import (
     LOAD_TIME,
     LOADGEN_RESULT_TAG,
     MEASURED_TIME,
+    MULTI_STREAM_SAMPLES,
     OFFLINE_GFLOPS,
     PARAMETER_COUNT,
     PEAK_GFLOPS,
@@ -61,20 +62,12 @@ from mlflow_dlaas.runs.schema import (
     RUNTIME_VERSION_TAG,
     SAMPLES_TOTAL,
     SCENARIO_RULES_TAG,
-    SERVER_ACHIEVED_QPS,
-    SERVER_LOAD_ACHIEVED_QPS,
-    SERVER_LOAD_P99,
-    SERVER_LOAD_QUERY_COUNT,
-    SERVER_MAX_QPS,
-    SERVER_MEAN_BATCH,
-    SERVER_P99_AT_MAX_QPS,
-    SERVER_RATE_SEARCH_TAG,
-    SERVER_TARGET_QPS,
     THROUGHPUT,
     scenario_key,
 )
 from mlflow_dlaas.workloads.instance_processes import InstanceLayout
 from mlflow_dlaas.workloads.library_report import report_libraries
+from mlflow_dlaas.workloads.server_scenario import serve_server
 from mlflow_dlaas.workloads.serving import (
     in_fixed_batches,
     inputs_of,
@@ -88,10 +81,6 @@ from mlflow_dlaas.workloads.serving import (
 log = logging.getLogger(__name__)
 CDF_ARTIFACT_DIR, CDF_FILE = "latency", "cdf.csv"
 LOADGEN_ARTIFACT_DIR = "loadgen"
-#: A server rate chosen automatically is halved, at most this many times, while the runtime
-#: falls behind it (serves less than KEPT_UP of the offered rate, its queue growing).
-AUTO_RATE_BACKOFFS = 3
-KEPT_UP = 0.85
 INSTANCES_ARTIFACT_DIR, INSTANCES_FILE = "instances", "instances.json"
 #: what a scenario runner measured: (scenario, batch size, result) per measurement
 Measured = list[tuple[str, int, LatencyResult]]
@@ -164,7 +153,7 @@ def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSou
 
 def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
     """LoadGen's verdicts as tags, and its logs as artifacts."""
-    judged = [(f"{name} batch {batch}", result) for name, batch, result in measured
+    judged = [(_test_label(name, size), result) for name, size, result in measured
               if result.loadgen is not None]
     shortfalls = [s for label, result in judged for s in scenarios.rule_shortfalls(label, result)]
     invalid = sum(1 for _, result in judged if not result.loadgen.valid)
@@ -176,6 +165,13 @@ def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:
     logs = loadgen_root()
     if any(logs.iterdir()):
         channel.artifacts(logs, LOADGEN_ARTIFACT_DIR)
+
+
+def _test_label(scenario: str, size: int) -> str:
+    """How a test is named in the run's verdict tags: multi-stream by its samples a query."""
+    if scenario == "multi_stream":
+        return f"multi_stream ({size} samples a query)"
+    return f"{scenario} batch {size}"
 
 
 def _serve_instances(channel: WorkerChannel, config: InferConfig) -> Measured:
@@ -194,7 +190,10 @@ def _serve_instances(channel: WorkerChannel, config: InferConfig) -> Measured:
         for scenario in config.scenarios:
             with channel.phase(scenario):
                 for size, pooled, parts in layout.measure(scenario):
-                    _report_batch(channel, scenario, size, pooled)
+                    if scenario == "multi_stream":
+                        _report_multi_stream(channel, size, pooled)
+                    else:
+                        _report_batch(channel, scenario, size, pooled)
                     measured.append((scenario, size, pooled))
                     own += [{"scenario": scenario, "batch_size": size, "instance": i,
                              THROUGHPUT: r.throughput_samples_per_s,
@@ -308,81 +307,19 @@ def _offline(channel: WorkerChannel, predict: Predictor, data: np.ndarray,
 
 def _multi_stream(channel: WorkerChannel, predict: Predictor, data: Any,
                   config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
-    """Queries of ``multi_stream_samples`` samples back to back (step = samples per query);
-    a model that fixes its batch size takes each query in batches of that size."""
+    """Queries of ``multi_stream_samples`` samples back to back, a property of the scenario
+    (``multi_stream/samples_per_query``), never a batch size: its figures go under
+    ``multi_stream/...`` only. A model that fixes its batch size takes each query in batches
+    of that size."""
     n = config.multi_stream_samples
-    result = scenarios.multi_stream(predict, data, n, rule, loadgen_dir("multi_stream", n))
-    _report_batch(channel, "multi_stream", n, result)
+    result = scenarios.multi_stream(predict, data, n, rule,
+                                    loadgen_root() / f"multi_stream_{n}_samples_per_query")
+    _report_multi_stream(channel, n, result)
     return [("multi_stream", n, result)]
 
 
-def _server(channel: WorkerChannel, predict: Predictor, data: Any,
-            config: InferConfig, rule: scenarios.StoppingRule) -> Measured:
-    """One-sample queries at the target rate (default: half of what batch-1 single-stream
-    sustains at its median latency, which one slow call cannot drag down; halved again while
-    the runtime falls behind it: a server scenario's own overheads can make that too fast),
-    batched dynamically when ``server_max_batch`` > 1; with a p99 bound, also the highest rate
-    LoadGen judged VALID under it, each probe printed. Every rate measured (the target and each
-    probe of the search) is a point of ``server_load/...`` with step = offered queries/s, so
-    MLflow plots latency against offered load."""
-    batching = {"max_batch": config.server_max_batch,
-                "max_wait_s": config.server_max_wait_ms / 1000.0, "seed": config.seed,
-                "p99_bound_ms": config.server_p99_bound_ms}
-    target = config.server_target_qps
-    if target <= 0:
-        probe = scenarios.timed_single_stream(predict, data[:1],
-                                              scenarios.StoppingRule(20, 0.2, 2))
-        target = 0.5 * 1000.0 / probe.p50_ms
-    result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
-                              **batching)
-    tried = [result]
-    for _ in range(AUTO_RATE_BACKOFFS if config.server_target_qps <= 0 else 0):
-        if result.achieved_qps >= KEPT_UP * target:
-            break
-        log.info("server: %.0f queries/s offered, %.0f served (it fell behind); trying %.0f",
-                 target, result.achieved_qps, target / 2)
-        target /= 2
-        result = scenarios.server(predict, data, target, rule, loadgen_dir("server", 1),
-                                  **batching)
-        tried.append(result)
-    channel.metrics({**result.latency.metrics("server"), SERVER_TARGET_QPS: target,
-                     SERVER_ACHIEVED_QPS: result.achieved_qps,
-                     SERVER_MEAN_BATCH: result.mean_batch_size})
-    if config.server_p99_bound_ms > 0:
-        del batching["p99_bound_ms"]
-        search = scenarios.max_rate_within_bound(
-            predict, data, config.server_p99_bound_ms, target, rule,
-            loadgen_dir("server_rate_search", 1), report=_say_probe, first=result,
-            **batching)
-        tried = [p for p in tried if p not in search.probes] + list(search.probes)
-        _report_search(channel, search, config.server_p99_bound_ms)
-    for point in sorted(tried, key=lambda r: r.target_qps):
-        channel.metrics({SERVER_LOAD_P99: point.latency.p99_ms,
-                         SERVER_LOAD_ACHIEVED_QPS: point.achieved_qps,
-                         SERVER_LOAD_QUERY_COUNT: float(point.latency.count)},
-                        step=max(1, round(point.target_qps)))
-    return [("server", 1, result.latency)]
-
-
-def _say_probe(probe: scenarios.ServerResult, seconds_left: float) -> None:
-    log.info("server rate search: %.1f queries/s offered, p99 %.2f ms over %d queries, %s; "
-             "%.0f s of the search left", probe.target_qps, probe.latency.p99_ms,
-             probe.latency.count, "VALID" if probe.valid else "INVALID", seconds_left)
-
-
-def _report_search(channel: WorkerChannel, search: scenarios.RateSearch, bound_ms: float
-                   ) -> None:
-    """The highest VALID rate and the p99 at it; where none was, a tag says so (no metric)."""
-    channel.metrics({"server/rate_search_probes": float(len(search.probes))})
-    if search.best_qps is None:
-        channel.tags({SERVER_RATE_SEARCH_TAG: search.describe_failure(bound_ms)})
-        log.info("server rate search: %s", search.describe_failure(bound_ms))
-        return
-    best = max((p for p in search.probes if p.valid), key=lambda p: p.target_qps)
-    channel.metrics({SERVER_MAX_QPS: best.target_qps,
-                     SERVER_P99_AT_MAX_QPS: best.latency.p99_ms})
-    channel.tags({SERVER_RATE_SEARCH_TAG: "stopped at its time budget"
-                  if search.stopped_early else "converged"})
+def _report_multi_stream(channel: WorkerChannel, samples: int, result: LatencyResult) -> None:
+    channel.metrics({**result.metrics("multi_stream"), MULTI_STREAM_SAMPLES: float(samples)})
 
 
 def _ensemble(channel: WorkerChannel, predict: Predictor, data: np.ndarray,
@@ -465,7 +402,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
 
 
 SCENARIO_RUNNERS = {"single_stream": _single_stream, "multi_stream": _multi_stream,
-                    "offline": _offline, "server": _server, "ensemble": _ensemble}
+                    "offline": _offline, "server": serve_server, "ensemble": _ensemble}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

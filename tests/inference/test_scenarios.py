@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 
 from mlflow_dlaas.inference import latency as latency_module
 from mlflow_dlaas.inference import scenarios
-from mlflow_dlaas.inference.latency import LatencyResult, LoadgenVerdict, min_passing_queries
+from mlflow_dlaas.inference.latency import LatencyResult, LoadgenVerdict
 from mlflow_dlaas.inference.loadgen import DETAIL_LOG, SUMMARY_LOG
 
 
@@ -98,80 +96,6 @@ def test_an_error_while_serving_is_raised_once_loadgen_stops(tmp_path: Path) -> 
                           tmp_path / "off")
 
 
-def test_the_rate_search_never_claims_more_than_a_queue_can_hold(tmp_path: Path) -> None:
-    """One server with exponential service times of mean 1/mu under Poisson arrivals (M/M/1):
-    a query's time in the system is exponential with rate mu - lam, so the share of queries
-    over the bound B is exp(-(mu - lam) B). LoadGen accepts a test of n queries when at most
-    t(n) of them are over (its early-stopping rule), so the highest rate it can accept is
-    lam = mu - ln(n / t(n)) / B. The service keeps its own clock (a late wake-up shortens
-    the next service), so that the machine's sleep overhead does not change mu.
-
-    The formula is an upper limit: LoadGen's issuing thread and the service share this
-    process's interpreter, and their handovers add to every latency, so the search finds
-    less (0.70 of the formula in one CI run, 0.95 on a quiet machine). It must never claim
-    more, and on a quiet machine it must find at least half."""
-    rng = np.random.default_rng(1)
-    mean_s, clock = 0.001, [0.0]
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        clock[0] = max(time.perf_counter(), clock[0]) + rng.exponential(mean_s)
-        time.sleep(max(0.0, clock[0] - time.perf_counter()))
-        return x
-
-    # a bound of 10 mean service times puts the edge near 40 % load, where busy periods
-    # are short and a test of n queries sees many of them
-    n, bound_ms = 1000, 10.0
-    said: list[tuple[float, float]] = []
-    with OtherProcessesCpu() as co_load:
-        search = scenarios.max_rate_within_bound(
-            predict, np.zeros((4, 4)), bound_ms, 200.0, scenarios.StoppingRule(n, 0.5, 5),
-            tmp_path, precision=0.1, budget_s=120.0,
-            report=lambda probe, left: said.append((probe.target_qps, left)))
-    allowed = max(t for t in range(1, n) if min_passing_queries(t, 0.99) + t <= n)
-    closed_form = 1 / mean_s - math.log(n / allowed) / (bound_ms / 1000.0)
-    probes = [(round(p.target_qps), round(p.latency.p99_ms, 1), p.valid) for p in search.probes]
-    if search.best_qps is not None:
-        assert search.best_qps <= 1.10 * closed_form, (probes, closed_form)
-    if (search.best_qps or 0.0) < 0.5 * closed_form and co_load.cores > 0.05:
-        pytest.skip(f"other processes used {co_load.cores:.2f} cores during the search: their "
-                    "scheduling delays add to every latency, which the queue's formula "
-                    f"leaves out (found {search.best_qps}, formula {closed_form:.0f}; {probes})")
-    assert search.best_qps is not None, probes
-    assert search.best_qps >= 0.5 * closed_form, (probes, closed_form)
-    assert search.best_qps == max(p.target_qps for p in search.probes if p.valid)
-    assert [rate for rate, _ in said] == [p.target_qps for p in search.probes]
-    assert (tmp_path / "probe_1" / SUMMARY_LOG).is_file()
-
-
-class OtherProcessesCpu:
-    """The CPU other processes used while the block ran, in cores (the machine's busy time
-    less this process tree's)."""
-
-    def __enter__(self) -> OtherProcessesCpu:
-        self._start = self._sample()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        (wall0, busy0, own0), (wall1, busy1, own1) = self._start, self._sample()
-        self.cores = max(0.0, (busy1 - busy0) - (own1 - own0)) / max(wall1 - wall0, 1e-9)
-
-    @staticmethod
-    def _sample() -> tuple[float, float, float]:
-        times = psutil.cpu_times()
-        own = psutil.Process().cpu_times()
-        return (time.monotonic(), sum(times) - times.idle - getattr(times, "iowait", 0.0),
-                own.user + own.system + own.children_user + own.children_system)
-
-
-def test_no_rate_within_the_bound_is_said_never_zero(tmp_path: Path) -> None:
-    predict, _ = sleeper(0.001)
-    search = scenarios.max_rate_within_bound(
-        predict, np.zeros((1, 4)), 0.01, 1000.0, scenarios.StoppingRule(10, 0.0, 0), tmp_path,
-        budget_s=3.0)
-    assert search.best_qps is None and search.probes and not any(p.valid for p in search.probes)
-    assert search.describe_failure(0.01).startswith("no rate met p99 <= 0.01 ms")
-
-
 def test_a_loadgen_verdict_names_the_rules_a_test_missed() -> None:
     detail = {"result_validity": "INVALID", "result_min_duration_met": True,
               "result_min_queries_met": False, "early_stopping_met": False,
@@ -237,7 +161,7 @@ def test_an_automatic_server_rate_backs_off_while_the_runtime_falls_behind(
     """Fast in the single-stream probe that picks the rate, slow when served: the rate is
     halved until the runtime keeps up, and every rate tried is a point of the load curve."""
     from mlflow_dlaas.inference.config import InferConfig
-    from mlflow_dlaas.workloads import infer_worker, serving
+    from mlflow_dlaas.workloads import server_scenario, serving
 
     started: list[float] = []
 
@@ -259,11 +183,11 @@ def test_an_automatic_server_rate_backs_off_while_the_runtime_falls_behind(
     channel = Channel()
     config = InferConfig(runtime="onnxruntime", server_max_batch=1)
     x = np.zeros((1, 1, 4, 4), dtype=np.float32)
-    infer_worker._server(channel, predict, x, config, scenarios.StoppingRule(60, 0.0, 0))
+    server_scenario.serve_server(channel, predict, x, config, scenarios.StoppingRule(60, 0.0, 0))
     final = next(v for v, _ in channel.logged if "server/target_qps" in v)
     curve = [step for v, step in channel.logged if "server_load/latency_p99_ms" in v]
-    assert final["server/achieved_qps"] >= infer_worker.KEPT_UP * final["server/target_qps"] \
-        or len(curve) == 1 + infer_worker.AUTO_RATE_BACKOFFS
+    assert final["server/achieved_qps"] >= server_scenario.KEPT_UP * final["server/target_qps"] \
+        or len(curve) == 1 + server_scenario.AUTO_RATE_BACKOFFS
     assert len(curve) >= 2 and curve == sorted(curve)  # the fast rate was tried, then less
     assert final["server/target_qps"] == pytest.approx(min(curve), abs=1)
 
@@ -274,7 +198,7 @@ def test_one_slow_call_in_the_rate_probe_does_not_drag_the_automatic_rate_down(
     neighbour, a first-use allocation) is offered about 500 queries/s, not the 14/s the mean
     would give: 662 queries at that rate would take 50 s instead of about 1.5 s."""
     from mlflow_dlaas.inference.config import InferConfig
-    from mlflow_dlaas.workloads import infer_worker, serving
+    from mlflow_dlaas.workloads import server_scenario, serving
 
     calls: list[int] = []
 
@@ -294,7 +218,7 @@ def test_one_slow_call_in_the_rate_probe_does_not_drag_the_automatic_rate_down(
     channel = Channel()
     config = InferConfig(runtime="onnxruntime", server_max_batch=1)
     x = np.zeros((1, 1, 4, 4), dtype=np.float32)
-    infer_worker._server(channel, predict, x, config, scenarios.StoppingRule(60, 0.0, 0))
+    server_scenario.serve_server(channel, predict, x, config, scenarios.StoppingRule(60, 0.0, 0))
     first_target = max(v["server_load/achieved_qps"] for v in channel.logged
                        if "server_load/achieved_qps" in v)
     assert first_target > 100, channel.logged
