@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -194,3 +195,25 @@ def test_a_refused_database_login_is_said_at_once() -> None:
         check_reachable(uri)
     assert time.monotonic() - started < 5
     assert SECRET not in str(e.value) and "check the user, password" in str(e.value)
+
+
+def test_our_experiments_open_in_mlflows_model_training_view(tracking: str) -> None:
+    """MLflow 3's UI picks its view from mlflow.experimentKind; with none it may open ours
+    in GenAI mode. A kind the user set is never overridden."""
+    import mlflow
+
+    from mlflow_dlaas.runs.lifecycle import failing_run_guard
+    from mlflow_dlaas.runs.tracking import EXPERIMENT_KIND_TAG, ensure_experiment
+
+    client = mlflow.MlflowClient()
+    made = ensure_experiment(f"kind-{uuid.uuid4().hex[:6]}")
+    assert client.get_experiment(made).tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
+    users = client.create_experiment(f"users-{uuid.uuid4().hex[:6]}",
+                                     tags={EXPERIMENT_KIND_TAG: "finetuning"})
+    assert ensure_experiment(client.get_experiment(users).name) == users
+    assert client.get_experiment(users).tags[EXPERIMENT_KIND_TAG] == "finetuning"
+    plain = client.create_experiment(f"plain-{uuid.uuid4().hex[:6]}")  # `mlflow run` makes it
+    mlflow.set_experiment(experiment_id=plain)
+    with failing_run_guard():
+        pass
+    assert client.get_experiment(plain).tags[EXPERIMENT_KIND_TAG] == "custom_model_development"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from itertools import combinations
 
 import numpy as np
@@ -46,7 +46,7 @@ BISECTION_STEPS = 40
 Stratum = tuple[Sequence[float], Sequence[float]]
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """One of the few words every comparison ends in."""
 
     BETTER = "better"

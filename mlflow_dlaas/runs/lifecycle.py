@@ -19,6 +19,7 @@ from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.journal import journal_root
 from mlflow_dlaas.runs.ownership import Owner, owner_tags
 from mlflow_dlaas.runs.schema import OWNER_HOST_TAG, REASON_TAG
+from mlflow_dlaas.runs.tracking import mark_model_development
 
 #: How many of this host's RUNNING runs one sweep looks at.
 SWEEP_MAX_RUNS = 1000
@@ -112,6 +113,8 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     try:
         if owned:  # inside the guard: a stop while tagging ends the run KILLED, not FINISHED
             mlflow.set_tags(owner_tags())
+            mark_model_development(
+                mlflow.MlflowClient().get_experiment(run.info.experiment_id))
         yield run
     except BaseException as e:
         disk_full = disk_full_reason(e)

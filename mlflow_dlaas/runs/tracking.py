@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from mlflow_dlaas.errors import TrackingUnavailableError
@@ -19,6 +21,9 @@ from mlflow_dlaas.runs.store_uri import (
     embedded_uri,
     quiet_run_links,
 )
+
+if TYPE_CHECKING:
+    from mlflow.entities import Experiment
 
 #: How long a command waits for a tracking server or database that does not answer (MLflow
 #: itself retries for minutes).
@@ -89,21 +94,39 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
     return target
 
 
+#: MLflow 3's UI picks an experiment's view from this tag; without it, it may open ours in
+#: its GenAI mode (traces, sessions, judges) and file a training run under "evaluation runs".
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_DEVELOPMENT = "custom_model_development"
+
+
 def ensure_experiment(name: str) -> str:
-    """Return the id of experiment ``name``, creating it if absent (safe under concurrency)."""
+    """Return the id of experiment ``name``, creating it if absent (safe under concurrency),
+    marked as model development for MLflow's UI."""
     import mlflow
 
     client = mlflow.MlflowClient()
     existing = client.get_experiment_by_name(name)
-    if existing is not None:
-        return existing.experiment_id
-    try:
-        return client.create_experiment(name)
-    except Exception:  # created concurrently by another worker
-        again = client.get_experiment_by_name(name)
-        if again is None:
-            raise
-        return again.experiment_id
+    if existing is None:
+        try:
+            client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: MODEL_DEVELOPMENT})
+        except Exception:  # created concurrently by another worker
+            if client.get_experiment_by_name(name) is None:
+                raise
+        existing = client.get_experiment_by_name(name)
+    mark_model_development(existing)
+    return existing.experiment_id
+
+
+def mark_model_development(experiment: Experiment) -> None:
+    """Tag ``experiment`` as model development for MLflow's UI,
+    unless it has a kind already (the user's, or ours)."""
+    import mlflow
+
+    if EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
+        with contextlib.suppress(Exception):  # a read-only user: the view is cosmetic
+            mlflow.MlflowClient().set_experiment_tag(experiment.experiment_id,
+                                                     EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT)
 
 
 #: What to do when the tracking store does not answer.
