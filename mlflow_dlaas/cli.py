@@ -119,7 +119,9 @@ def env_command(as_json: bool, shallow: bool) -> None:
 @click.option("--interval", "interval_s", type=float, default=None,
               help="Seconds between samples (default 0.2, works down to 0.05).")
 @click.option("--experiment", default=None, help="MLflow experiment name (created if absent).")
-@click.option("--run-name", default=None, help="Name of the MLflow run.")
+@click.option("--run-name", default=None,
+              help="Name of the MLflow run (default: monitor-<program>[-<script>], e.g. "
+                   "monitor-python-fit.py).")
 @click.option("--threads", default=None, metavar="N",
               help="intra_op_threads: OpenMP, MKL, OpenBLAS, BLIS and TensorFlow intra-op "
                    "pools, through their variables.")

@@ -216,3 +216,14 @@ def test_a_daemon_the_command_leaves_behind_ends_with_it(cli_path: str, tracking
     assert f"stopped 1 process(es) the command left running: sleep {seconds}" in out.stderr
     assert not [p for p in psutil.process_iter(["cmdline"])
                 if p.info["cmdline"] == ["sleep", seconds]]
+
+
+def test_a_monitor_run_is_named_after_its_command(cli_path: str, tracking: str,
+                                                  tmp_path) -> None:
+    """MLflow's random names (peaceful-crane-552) said nothing of what was measured."""
+    script = tmp_path / "fit.py"
+    script.write_text("print('fitted')\n")
+    out = _monitor(cli_path, tracking, "--", "python", str(script), "--lr", "0.1")
+    assert out.returncode == 0, out.stderr
+    (run,) = runs_of(tracking)
+    assert run.info.run_name == "monitor-python-fit.py"

@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlflow
 
@@ -74,6 +75,21 @@ def validate_command(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
+#: Programs that run a script: the run is named after the script they run.
+INTERPRETERS = ("python", "python3", "bash", "sh", "node", "Rscript", "julia", "perl", "ruby")
+
+
+def monitor_run_name(command: Sequence[str]) -> str:
+    """``monitor-<program>[-<script>]``: ``monitor-python-fit.py`` for ``python fit.py --lr 1``,
+    ``monitor-make`` for ``make train`` (a user's ``--run-name`` wins)."""
+    program = Path(command[0]).name
+    words = [program]
+    script = next((a for a in command[1:] if not a.startswith("-")), None)
+    if program.split(".")[0].rstrip("0123456789.") in INTERPRETERS and script:
+        words.append(Path(script.split()[0]).name if script.split() else script)
+    return "-".join(["monitor", *words])[:250]
+
+
 def _how_it_ended(exit_code: int) -> str:
     """Why a monitored run ended FAILED, in words (128 + N: killed by signal N)."""
     if exit_code > 128:
@@ -110,7 +126,8 @@ def run_monitored(
     environment = outside_environment(applied)
     configure_tracking()
     experiment_id = ensure_experiment(experiment) if experiment else None
-    run = mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=owner_tags())
+    run = mlflow.start_run(experiment_id=experiment_id,
+                           run_name=run_name or monitor_run_name(command), tags=owner_tags())
     run_id = run.info.run_id
     status = "KILLED"
     try:
