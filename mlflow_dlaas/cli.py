@@ -17,7 +17,7 @@ from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import ConfigError, DlaasError
 from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.database_bounds import stalled_database_reason
-from mlflow_dlaas.runs.goals import parse_asks
+from mlflow_dlaas.runs.goals import HOW, parse_asks
 from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -254,11 +254,7 @@ def compare_command(experiment: str | None, study: str | None, include_disturbed
 
 @cli.command("recommend")
 @_scope_options
-@click.option("--objective", required=True,
-              help="accuracy, train_time, time_to_accuracy, time_to_accuracy@0.98, "
-                   "peak_memory, cpu_seconds, energy, energy_per_1000_predictions, "
-                   "p50_latency, p99_latency, throughput, train_throughput, load_time, "
-                   "or min:KEY / max:KEY for any logged metric.")
+@click.option("--objective", required=True, help=f"What to optimise: {HOW}.")
 @click.option("--constraint", "constraints", multiple=True,
               help="NAME OP VALUE, e.g. 'accuracy>=0.98', 'peak_memory<=2GiB', "
                    "'p99_latency<=5' (ms); repeatable. Judged on medians over replicates.")

@@ -80,3 +80,19 @@ def test_uris_in_reports_and_logs_carry_no_credentials(uri: str, shown: str) -> 
     from mlflow_dlaas.redaction import redact_uri
 
     assert redact_uri(uri) == shown
+
+
+def test_recommend_help_lists_only_objectives_it_accepts() -> None:
+    """`recommend --help` listed `throughput`, which it then refused ("names two figures")."""
+    import re
+
+    from click.testing import CliRunner
+
+    from mlflow_dlaas.cli import cli
+    from mlflow_dlaas.runs.goals import parse_goal
+
+    shown = " ".join(CliRunner().invoke(cli, ["recommend", "--help"]).output.split())
+    listed = re.search(r"an alias \(([^)]*)\)", shown).group(1).split(", ")
+    assert "throughput" not in listed and len(listed) > 5
+    for name in [*listed, "time_to_accuracy@0.98", "min:some/metric_ms"]:
+        parse_goal(name)  # raises for a name it refuses
