@@ -36,10 +36,16 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
             log_run: bool = True, include_disturbed: bool = False
             ) -> tuple[Written, str | None]:
     """Collect, build, write and (unless ``log_run`` is false) log the report; raise
-    :class:`NothingToCompareError` where every finished run was left out as disturbed."""
+    :class:`NothingToCompareError` where there is no finished run, or every one was left
+    out as disturbed (nothing is written or logged then)."""
     asks: list[Ask] = parse_asks(objectives, constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
+    if table.finished.empty:  # one contract: nothing to compare is exit 1, nothing logged
+        raise NothingToCompareError(
+            f"nothing to compare: {table.scope} holds no finished measured run; run a "
+            "workload or a study into it first (mlflow run projects/<framework> ..., "
+            "mlflow-dlaas study SPEC)")
     nothing = screen(table.finished, include_disturbed=include_disturbed).nothing_kept()
     if nothing is not None:
         raise NothingToCompareError(nothing)

@@ -208,3 +208,22 @@ def test_two_models_get_one_answer_each_in_recommend_and_the_report(tracking: st
     report = _compare(tracking, tmp_path)
     assert "## Recommendations: train · lenet5" in report
     assert "## Recommendations: train · resnet50" in report
+
+
+def test_compare_with_nothing_to_compare_is_exit_1_and_logs_nothing(
+        tracking: str, tmp_path) -> None:
+    """An empty experiment exited 0 and logged a report run into it."""
+    import mlflow
+    from click.testing import CliRunner
+
+    from mlflow_dlaas.cli import cli
+
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name(tracking)
+    out = CliRunner().invoke(cli, ["compare", "--experiment", tracking,
+                                   "--output", str(tmp_path / "report")])
+    assert out.exit_code == 1, out.output
+    assert "nothing to compare: experiment" in out.output and "no finished measured run" \
+        in out.output
+    assert client.search_runs([experiment.experiment_id]) == []
+    assert not (tmp_path / "report").exists()
