@@ -186,7 +186,7 @@ def test_bad_compare_scope_exits_2(measured: Measured, args: list[str], says: st
     assert done.exit_code == 2 and says in done.stderr, done.stderr
 
 
-def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
+def test_sparse_runs_give_a_report_and_an_empty_experiment_one_line(
         measured: Measured, cli_path: str, tmp_path: Path) -> None:
     """A run with only some metrics (no target reached, no monitor), and stray files in DIR."""
     client = mlflow.MlflowClient(measured.uri)
@@ -207,17 +207,26 @@ def test_sparse_runs_and_an_empty_experiment_give_a_report_not_an_error(
     logged = {a.path for a in client.list_artifacts(report.info.run_id, "report")}
     assert "report/secret.env" not in logged and "report/report.html" in logged
 
-    client.create_experiment(f"empty-{tmp_path.name}")
+    empty = client.create_experiment(f"empty-{tmp_path.name}")
     done = _cli(cli_path, measured, "compare", "--experiment", f"empty-{tmp_path.name}",
-                "--output", str(tmp_path / "empty"), "--no-run")
-    assert done.returncode == 0, done.stderr
-    assert "No runs in experiment" in (tmp_path / "empty" / "report.md").read_text()
+                "--output", str(tmp_path / "empty"))
+    assert done.returncode == 1, done.stderr  # one contract: nothing to compare is exit 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"mlflow-dlaas: error: nothing to compare: experiment empty-{tmp_path.name} holds no "
+        "finished measured run")
+    assert not (tmp_path / "empty").exists() and client.search_runs([empty]) == []
 
 
 def test_an_unwritable_output_is_a_one_line_error_and_logs_no_run(
         tracking: str, cli_path: str, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
+    client = mlflow.MlflowClient()
+    experiment_id = client.get_experiment_by_name(tracking).experiment_id
+    run = client.create_run(experiment_id, tags={"dlaas.entry": "train",
+                                                 "dlaas.framework": "pytorch"})
+    client.log_metric(run.info.run_id, "Headline/test_accuracy", 0.5)
+    client.set_terminated(run.info.run_id, "FINISHED")
     done = subprocess.run([cli_path, "compare", "--experiment", tracking, "--output",
                            str(blocker / "report")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
@@ -225,4 +234,4 @@ def test_an_unwritable_output_is_a_one_line_error_and_logs_no_run(
         f"mlflow-dlaas: error: cannot write the report to {blocker / 'report'}: Not a directory; "
         "give --output a folder you can write to")
     assert "Traceback" not in done.stderr
-    assert runs_of(tracking) == []
+    assert [r.info.run_id for r in runs_of(tracking)] == [run.info.run_id]  # no report run
