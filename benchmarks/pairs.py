@@ -138,7 +138,7 @@ def infer_pair(runtime: str, onnx: Path, model: str = "lenet5"
 
 def fresh_onnx(directory: Path, model: str = "lenet5") -> Path:
     """``model`` exported to ONNX by our exporter, in a process of its own."""
-    subprocess.run([sys.executable, "-m", "mlflow_dlaas.inference.fresh_export", "--model",
+    subprocess.run([sys.executable, "-m", "mlflow_dlaas.inference.sources.fresh", "--model",
                     model, "--out", str(directory)], check=True, env={
                         **os.environ, "PYTHONPATH": str(ROOT)})
     return directory / "onnx" / "model.onnx"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 #: Exit code for bad input (a usage error): nothing was launched.
 EXIT_USAGE = 2
@@ -84,12 +87,45 @@ class ReportIncompleteError(DlaasError):
     """Some parts of a report could not be built or written; the others were written."""
 
 
+#: Where a helper process writes its typed error (:func:`error_record`) for the process
+#: that started it (:func:`error_from_record`); unset: the message on stderr only.
+ERROR_FILE_ENV = "DLAAS_ERROR_FILE"
+
+
+def error_record(error: DlaasError) -> dict[str, str]:
+    """An error as it crosses to another process: its class's name and its message."""
+    return {"type": type(error).__name__, "message": str(error)}
+
+
+def error_from_record(record: Mapping[str, str]) -> DlaasError:
+    """The error another process sent (:func:`error_record`), of the same class where it is
+    one of ours, else a :class:`WorkloadError` with its message."""
+    kind = _error_classes().get(record.get("type", ""), WorkloadError)
+    error = kind.__new__(kind)
+    Exception.__init__(error, record.get("message", ""))
+    return error
+
+
+def _error_classes() -> dict[str, type[DlaasError]]:
+    found: dict[str, type[DlaasError]] = {}
+    pending: list[type[DlaasError]] = [DlaasError]
+    while pending:
+        kind = pending.pop()
+        found[kind.__name__] = kind
+        pending.extend(kind.__subclasses__())
+    return found
+
+
 def exit_code_of(step: Callable[[], object]) -> int:
-    """Run a helper process's one step: 0, or its error's exit code with the message as
-    the last line on stderr (the entry that started the process reads it back)."""
+    """Run a helper process's one step: 0, or its error's exit code, with the message on
+    stderr and, where the starting process named a file (``DLAAS_ERROR_FILE``), the typed
+    error written there."""
     try:
         step()
     except DlaasError as e:
         print(e, file=sys.stderr)
+        target = os.environ.get(ERROR_FILE_ENV)
+        if target:
+            Path(target).write_text(json.dumps(error_record(e)))
         return e.exit_code
     return 0

@@ -1,14 +1,64 @@
-"""What every backend's reader of a model file shares: the inputs a model declares, filled
-from the user's ``-P input_shape`` / ``input_dtype`` (:func:`resolve_inputs`), and the one
-error for a file its framework cannot read (:func:`unreadable`)."""
+"""What every backend's reader of a model file shares: what a file kind is
+(:class:`ModelFormat`, registered by the backend that reads it), the inputs a model declares,
+filled from the user's ``-P input_shape`` / ``input_dtype`` (:func:`resolve_inputs`), and the
+one error for a file its framework cannot read (:func:`unreadable`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from mlflow_dlaas.backends.feed import Feed
 from mlflow_dlaas.backends.served_model import InputSpec
 from mlflow_dlaas.errors import ConfigError
+
+#: Per-sample shapes and dtypes the user gave, by input name (None: every input).
+Shapes = dict[str | None, tuple[int, ...]]
+Dtypes = dict[str | None, str]
+
+
+@dataclass(frozen=True)
+class OpenedModel:
+    """A model file opened in its own framework: its inputs, the framework's outputs on a
+    feed (the reference every runtime must reproduce), and the framework's own object that
+    an ONNX export starts from."""
+
+    inputs: tuple[InputSpec, ...]
+    reference: Callable[[Feed], np.ndarray]
+    handle: Any = None
+
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """One kind of model file, registered by the backend whose framework reads it."""
+
+    kind: str  # torchscript, keras, ...
+    #: what a runtime's ``consumes`` names to load it natively; also the reference framework
+    framework: str
+    description: str  # for messages: "a TorchScript .pt file"
+    #: whether a path is this kind (ConfigError where it claims the path but cannot read it)
+    recognises: Callable[[Path], bool]
+    open: Callable[[Path, Shapes, Dtypes], OpenedModel]
+    #: the opened model (from ``path``) written as an ONNX file at ``out``: (path, opened,
+    #: feed, out); None where this kind has no ONNX export
+    export_onnx: Callable[[Path, OpenedModel, Feed, Path], None] | None = None
+    export_needs: str = ""  # the module the ONNX export imports, where it is optional
+    #: MLflow flavors that hold a file of this kind, and the file inside a downloaded MLflow
+    #: model (its folder, the flavor's MLmodel entry), or None
+    flavors: tuple[str, ...] = ()
+    find_in_mlflow_model: Callable[[Path, dict], Path | None] | None = None
+
+    def export_missing(self) -> str:
+        """The package this kind's ONNX export needs that is not installed here, or ''."""
+        import importlib.util
+
+        if self.export_needs and importlib.util.find_spec(self.export_needs) is None:
+            return self.export_needs
+        return ""
 
 SHAPE_HINT = ("(the shape of one sample, without the batch dimension; name:shape,... for "
               "several inputs)")

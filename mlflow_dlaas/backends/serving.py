@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -40,6 +43,11 @@ class InferenceRuntime(abc.ABC):
         setting the runtime cannot honour."""
         return {}
 
+    def build_details(self, imported: Any) -> dict[str, Any]:
+        """What a run's fingerprint records of the build of :attr:`module`, imported (BLAS,
+        oneDNN, OpenMP, CUDA)."""
+        return {}
+
     def libraries_in_force(self) -> dict[str, Any]:
         """The runtime's own report of its parallel libraries, after :meth:`prepare`:
         ``onednn`` ('on' / 'off') as it will be used, and its build reports."""
@@ -69,6 +77,18 @@ class InferenceRuntime(abc.ABC):
         For a source without reference outputs (built natively by this runtime), prepare
         returns them through :meth:`reference` computed in the framework's plain mode.
         """
+
+    def fresh_source(self, spec: ArchitectureSpec, shape: tuple[int, int, int], classes: int,
+                     inputs: np.ndarray, seed: int) -> ModelSource:
+        """A fresh model of ``spec`` (random weights) as this runtime takes it; by default
+        the spec alone, which :meth:`prepare` builds in the runtime's own framework (its
+        outputs then come from :meth:`reference`)."""
+        return ModelSource(spec.name, shape, classes, inputs, np.empty((0,)), self.name, spec)
+
+    def export_onnx(self, source: ModelSource, path: Path) -> None:
+        """Write the model of :meth:`fresh_source` as an ONNX file (runtimes that build
+        the fresh models the ONNX runtimes serve)."""
+        raise ConfigError(f"the {self.name} runtime does not export models to ONNX")
 
     def reference(self) -> np.ndarray | None:
         """Reference outputs this runtime computed itself (natively built sources only)."""

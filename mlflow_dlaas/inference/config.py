@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.instance_layout import check_layout
-from mlflow_dlaas.inference.model_uri import parse_model_uri
-from mlflow_dlaas.inference.text_model import (
+from mlflow_dlaas.inference.model_uri import ModelUri, parse_model_uri
+from mlflow_dlaas.inference.sources.text_model import (
     TEXT_MODELS,
     TEXT_RUNTIMES,
     check_sequence_length,
@@ -32,8 +32,9 @@ class InferConfig:
     runtime: str
     model: str = "lenet5"
     #: overrides model: runs:/<id> of a training run, or the user's own model (a path,
-    #: file://, runs:/<id>/<path>, models:/<name>/<version>, mlflow-artifacts:/...)
-    model_uri: str = ""
+    #: file://, runs:/<id>/<path>, models:/<name>/<version>, mlflow-artifacts:/...); given
+    #: as text, held parsed (None: a fresh model)
+    model_uri: ModelUri | None = None
     input_shape: str = ""  # per sample, e.g. 3x32x32 (name:shape,... for several inputs)
     input_dtype: str = ""  # the user's model: float32, int64, ... (name:dtype,...)
     input_data: str = ""  # the user's model: an .npz of real samples, one array per input
@@ -68,6 +69,9 @@ class InferConfig:
     validity: ValidityThresholds = field(default_factory=ValidityThresholds)
 
     def __post_init__(self) -> None:
+        if isinstance(self.model_uri, str):  # the one place a model_uri's text is read
+            parsed = parse_model_uri(self.model_uri) if self.model_uri.strip() else None
+            object.__setattr__(self, "model_uri", parsed)
         if not self.model_uri and self.model not in FRESH_MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of: "
                               f"{', '.join(FRESH_MODELS)}, or give model_uri=runs:/<run id>")
@@ -141,14 +145,16 @@ class InferConfig:
                     raise ConfigError(f"{f.name} must be a number, got {value!r}") from None
             else:
                 typed[f.name] = str(value)
-        if typed.get("model_uri") and "model" not in typed:  # name runs by the model served
-            typed["model"] = parse_model_uri(str(typed["model_uri"])).label
-        return cls(**typed, parallelism=settings, validity=validity)
+        config = cls(**typed, parallelism=settings, validity=validity)
+        if config.model_uri is not None and "model" not in typed:  # runs named by the model
+            config = replace(config, model=config.model_uri.label)
+        return config
 
     def as_params(self) -> dict[str, Any]:
         params = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NESTED}
         params["batch_sizes"] = ",".join(map(str, self.batch_sizes))
         params["scenarios"] = ",".join(self.scenarios)
+        params["model_uri"] = self.model_uri.text if self.model_uri is not None else ""
         if self.model not in TEXT_MODELS:  # an image model's run does not carry it
             del params["sequence_length"]
         return {**params, **nested_params(self.parallelism, self.validity)}

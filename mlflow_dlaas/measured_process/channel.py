@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from mlflow_dlaas.errors import DlaasError
+from mlflow_dlaas.errors import DlaasError, error_record
 
 FD_ENV = "DLAAS_WORKER_FD"
 DIR_ENV = "DLAAS_WORKER_DIR"
@@ -108,8 +108,8 @@ class WorkerChannel:
     def result(self, **values: Any) -> None:
         self.send("result", **values)
 
-    def error(self, error: BaseException) -> None:
-        self.send("error", type=type(error).__name__, message=str(error))
+    def error(self, error: DlaasError) -> None:
+        self.send("error", **error_record(error))
 
 
 def _await_go(control: IO[str], where: str) -> None:

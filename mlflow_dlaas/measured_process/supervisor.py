@@ -28,7 +28,7 @@ from urllib.request import url2pathname
 import mlflow
 
 from mlflow_dlaas.console_log import verbose
-from mlflow_dlaas.errors import ConfigError, WorkloadError
+from mlflow_dlaas.errors import WorkloadError, error_from_record
 from mlflow_dlaas.measured_process.channel import Checkpoints, Message, decode
 from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.measured_process.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
@@ -222,8 +222,7 @@ class _Supervision:
         if self.checkpoints is not None and self.checkpoints.stop_reason is not None:
             raise WorkerStopped(self.checkpoints.stop_reason)
         if self.error is not None:
-            kind = ConfigError if self.error.body["type"] == "ConfigError" else WorkloadError
-            raise kind(self.error.body["message"])
+            raise error_from_record(self.error.body)
         if returncode != 0:
             how = (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
                    else f"exited with code {returncode}")

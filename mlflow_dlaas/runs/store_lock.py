@@ -64,8 +64,8 @@ POSTGRES_LOCK_TIMEOUT_S = 120
 
 
 #: How long a SQLite writer waits for another's lock before "database is locked". Python's
-#: sqlite3 waits 5 s, which a busy 2-core machine exceeded with a study's driver, its trial's
-#: entry and monitor writing one store (seen in the suite).
+#: sqlite3 waits 5 s, which a busy 2-core machine exceeds with a study's driver, its trial's
+#: entry and monitor writing one store.
 SQLITE_BUSY_TIMEOUT_S = 60
 
 

@@ -8,8 +8,8 @@ A plug-in's own test::
         check_runtime(MyRuntime, tmp_path)
 
 Each check takes a fresh runtime and a scratch folder; the model is LeNet-5 with random
-weights (no download), in the form the runtime consumes: the PyTorch module, its ONNX
-export, or the spec its own framework builds.
+weights (no download), in the form the runtime takes it: its ONNX export, or what the
+runtime's own ``fresh_source`` builds.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mlflow_dlaas.backends.formats import serves_onnx
 from mlflow_dlaas.backends.served_model import ModelSource
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.inference import equivalence
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.source import fresh_native_source, fresh_torch_source
+from mlflow_dlaas.inference.sources.fresh import export_fresh, fresh_source
+from mlflow_dlaas.inference.sources.load import prepared_source
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 MODEL = "lenet5"
@@ -32,12 +34,12 @@ RTOL, ATOL = InferConfig.rtol, InferConfig.atol
 
 
 def contract_source(runtime: InferenceRuntime, workdir: Path) -> ModelSource:
-    """LeNet-5, random weights, as ``runtime`` consumes it."""
-    if runtime.consumes == "onnx":
-        return fresh_torch_source(MODEL, None, 0, workdir)
-    if runtime.consumes == "pytorch":
-        return fresh_torch_source(MODEL, None, 0, None)
-    return fresh_native_source(MODEL, None, 0, runtime.name)
+    """LeNet-5, random weights, as ``runtime`` (loaded) takes it, by the road a run's fresh
+    model takes: exported to ONNX beforehand, or built by the runtime itself."""
+    if serves_onnx(runtime):
+        export_fresh(MODEL, "", 0, workdir)
+        return prepared_source(workdir)
+    return fresh_source(runtime, MODEL, "", 0)
 
 
 def _prepared(runtime: InferenceRuntime, workdir: Path

@@ -22,6 +22,7 @@ from mlflow_dlaas.figures import significant
 from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
+from mlflow_dlaas.optuna_access.pruning_request import PruningRequest
 from mlflow_dlaas.optuna_access.storage import absolute_url, make_storage
 from mlflow_dlaas.own_project.settings import (
     OUTSIDE_SETTINGS,
@@ -80,7 +81,6 @@ from mlflow_dlaas.tuning.trial_runner import (
     objective_value,
     run_child,
 )
-from mlflow_dlaas.workloads.pruning_link import pruning_environment
 
 PARENT_ATTR = "mlflow_parent_run_id"
 #: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
@@ -361,10 +361,10 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     heartbeat()
     outcomes: list[ChildOutcome] = []
     # the first replicate reports its epochs to the trial and is pruned from inside
-    pruning = pruning_environment(
-        storage_url=storage_url, study_name=spec.name, trial_id=trial_id(trial),
-        pruner=spec.pruner, metric=PRUNING_METRIC[spec.entry_point],
-    ) if spec.pruner != "none" else None
+    pruning = PruningRequest(
+        storage=storage_url, study=spec.name, trial_id=trial_id(trial), pruner=spec.pruner,
+        metric=PRUNING_METRIC[spec.entry_point],
+    ).environment() if spec.pruner != "none" else None
     trial_params = {**spec.fixed, **params}
     for replicate in range(spec.replicates):
         launch = _child_launch(spec, framework, trial_params, replicate)

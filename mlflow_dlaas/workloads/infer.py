@@ -8,29 +8,19 @@ in :mod:`~mlflow_dlaas.workloads.infer_worker`, started with the parallel settin
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-from mlflow.exceptions import MlflowException
 
 from mlflow_dlaas.backends import get_runtime
 from mlflow_dlaas.config import as_cli_params
-from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.figures import significant
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.model_uri import parse_model_uri
-from mlflow_dlaas.inference.run_artifacts import (
-    fetch_run_model,
-    is_training_run,
-    prepare_text_model,
-    prepare_user_model,
-)
-from mlflow_dlaas.inference.source import SOURCE_ENV
-from mlflow_dlaas.inference.text_model import TEXT_MODELS
+from mlflow_dlaas.inference.sources.manifest import SOURCE_ENV
+from mlflow_dlaas.inference.sources.plan import plan_source
+from mlflow_dlaas.inference.sources.prepare import prepare_source
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
 from mlflow_dlaas.measured_process.scratch import scratch_dir
 from mlflow_dlaas.measured_process.start import WorkerLaunch
@@ -89,8 +79,9 @@ def run_inference(config: InferConfig) -> InferenceResult:
     configure_tracking(announce=False)
     with failing_run_guard() as run, scratch_dir("source") as source_dir:
         run_id = run.info.run_id
+        plan = plan_source(config, runtime)
         name_active_run(inference_run_name(
-            config.runtime, _served_model(config), config.batch_sizes, config.parallelism,
+            config.runtime, plan.name, config.batch_sizes, config.parallelism,
             variant_label(device=config.device, jit_compile=config.jit_compile,
                           torch_compile=config.torch_compile,
                           precision=config.precision, instances=config.instances)))
@@ -99,8 +90,7 @@ def run_inference(config: InferConfig) -> InferenceResult:
         mlflow.set_tags({ENTRY_TAG: "infer", RUNTIME_TAG: runtime.name})
         environment = worker_environment(config.parallelism,
                                          runtime.environment(config.parallelism))
-        if config.model_uri or runtime.consumes == "onnx" or config.model in TEXT_MODELS:
-            _prepare_source(config, runtime.consumes, Path(source_dir))
+        if prepare_source(plan, config, runtime, Path(source_dir)):
             environment[SOURCE_ENV] = source_dir
         launch = WorkerLaunch(
             module=WORKER, argv=as_cli_params(params), environment=environment,
@@ -117,51 +107,15 @@ def run_inference(config: InferConfig) -> InferenceResult:
                            disturbed_warning(finished.data.tags))
 
 
-def _served_model(config: InferConfig) -> str:
-    """The model's name for the run's name: a training run's own ``model`` param where
-    ``model_uri`` is that run (``mlp`` rather than ``run-1a2b3c4d``)."""
-    uri = parse_model_uri(config.model_uri)
-    if uri.kind != "run" or uri.run_path or not config.model.startswith("run-"):
-        return config.model
-    try:
-        trained = mlflow.MlflowClient().get_run(uri.run_id).data.params.get("model")
-    except MlflowException:  # fetching the model says what is wrong with the URI
-        return config.model
-    return trained or config.model
-
-
 def _key_settings(config: InferConfig) -> dict[str, object]:
     """The settings a person compares runs by (all are in the run's params)."""
     threads = config.parallelism
-    return {"runtime": config.runtime, "model": config.model_uri or config.model,
+    served = config.model_uri.text if config.model_uri is not None else config.model
+    return {"runtime": config.runtime, "model": served,
             "batch sizes": ",".join(map(str, config.batch_sizes)),
             "scenarios": ", ".join(config.scenarios), "precision": config.precision,
             "intra-op threads": threads.intra_op_threads or "runtime default",
             "CPU affinity": ",".join(map(str, threads.cpu_affinity or ())) or "all cores"}
-
-
-def _prepare_source(config: InferConfig, consumes: str, directory: Path) -> None:
-    """Fetch the training run's model, or export a fresh one to ONNX in its own process
-    (so that no PyTorch is loaded where ONNX Runtime or OpenVINO is measured)."""
-    if not config.model_uri and config.model in TEXT_MODELS:
-        prepare_text_model(config, config.runtime, consumes, directory)
-        return
-    if config.model_uri and not is_training_run(config.model_uri):  # the user's own model
-        prepare_user_model(config, config.runtime, consumes, directory)
-        return
-    if config.model_uri:
-        fetch_run_model(config.model_uri, directory, with_model=consumes != "onnx")
-        return
-    command = [sys.executable, "-m", "mlflow_dlaas.inference.fresh_export", "--model",
-               config.model, "--seed", str(config.seed), "--out", str(directory)]
-    if config.input_shape:
-        command += ["--input_shape", config.input_shape]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode == ConfigError.exit_code:
-        raise ConfigError(done.stderr.strip())
-    if done.returncode != 0:
-        raise WorkloadError(f"exporting {config.model} to ONNX failed: "
-                            f"{done.stderr.strip()[-2000:]}")
 
 
 def _infer(params: Mapping[str, str]) -> InferenceResult:

@@ -29,16 +29,14 @@ import numpy as np
 
 from mlflow_dlaas.backends import InferenceRuntime, get_runtime
 from mlflow_dlaas.backends.builds import framework_builds
-from mlflow_dlaas.backends.served_model import Predictor
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
-from mlflow_dlaas.inference.source import (
-    ModelSource,
-)
+from mlflow_dlaas.inference.sources.load import load_source
 from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.measured_process.lifeline import die_with_parent, exit_without_teardown
 from mlflow_dlaas.measured_process.main import serve
@@ -74,7 +72,6 @@ from mlflow_dlaas.workloads.serving import (
     loadgen_dir,
     loadgen_root,
     prepared,
-    resolve_source,
     sample_inputs,
 )
 
@@ -95,7 +92,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
     with channel.phase("load"):
         t0 = time.perf_counter()
         runtime.load()
-        source = resolve_source(config, runtime)
+        source = load_source(config, runtime)
         predict = prepared(runtime, source, config)
         load_s = time.perf_counter() - t0
     host = _describe(channel, runtime, source, load_s)
@@ -350,7 +347,7 @@ def _serve_threads(predict: Predictor, config: InferConfig, x: np.ndarray,
                    rule: scenarios.StoppingRule) -> list[LatencyResult]:
     runtime = get_runtime(config.runtime)
     runtime.load()
-    source = resolve_source(config, runtime)
+    source = load_source(config, runtime)
     members = [predict] + [prepared(runtime, source, config)
                            for _ in range(config.ensemble_size - 1)]
     results: list[LatencyResult] = []
@@ -391,7 +388,7 @@ def _ensemble_member(config: InferConfig, parent: int, queue: Any, go: Any) -> N
     die_with_parent(parent)
     runtime = get_runtime(config.runtime)
     runtime.load()
-    source = resolve_source(config, runtime)
+    source = load_source(config, runtime)
     predict = prepared(runtime, source, config)
     x = sample_inputs(runtime, source, config.seed + 1, 1)
     rule = scenarios.StoppingRule(config.min_query_count, config.min_duration_s,

@@ -19,6 +19,7 @@ from mlflow_dlaas.inference import scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.instance_layout import LAYOUT_SCENARIOS, instance_settings, layout
 from mlflow_dlaas.inference.latency import LatencyResult
+from mlflow_dlaas.inference.sources.load import load_source
 from mlflow_dlaas.libraries.readback import problems, read_back
 from mlflow_dlaas.measured_process.lifeline import die_with_parent
 from mlflow_dlaas.parallelism import worker_environment
@@ -27,7 +28,6 @@ from mlflow_dlaas.workloads.serving import (
     inputs_of,
     loadgen_dir,
     prepared,
-    resolve_source,
 )
 
 LOAD_TIMEOUT_S = 600.0
@@ -153,7 +153,7 @@ def _load_instance(config: InferConfig, index: int, cores: tuple[int, ...], resu
         os.environ["OMP_NUM_THREADS"] = str(len(cores))
     instance_config = replace(config, parallelism=settings, instances=1, cores_per_instance=0)
     runtime.load()
-    source = resolve_source(instance_config, runtime)
+    source = load_source(instance_config, runtime)
     predict = prepared(runtime, source, instance_config)
     if source.user is not None and source.user.fixed_batch:
         predict = in_fixed_batches(predict, source.user.fixed_batch)

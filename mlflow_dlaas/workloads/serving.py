@@ -1,6 +1,6 @@
-"""What the measured inference worker serves and with what: the model source, the runtime's
-options, the inputs of the scenarios, and where LoadGen writes its logs (shared by the
-worker and its instance processes)."""
+"""What the measured inference worker serves with: the runtime's options, the inputs of the
+scenarios, and where LoadGen writes its logs (shared by the worker and its instance
+processes)."""
 
 from __future__ import annotations
 
@@ -11,33 +11,14 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.backends import InferenceOptions, InferenceRuntime
-from mlflow_dlaas.backends.served_model import Predictor
+from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.source import (
-    SOURCE_ENV,
-    ModelSource,
-    fresh_inputs,
-    fresh_native_source,
-    fresh_torch_source,
-    parse_shape,
-    run_source,
-)
-from mlflow_dlaas.inference.user_model import in_batches, inputs_for
+from mlflow_dlaas.inference.sources.fresh import fresh_inputs
+from mlflow_dlaas.inference.sources.inputs import in_batches, inputs_for
 from mlflow_dlaas.measured_process.channel import worker_dir
 
 OFFLINE_POOL = 4  # offline queries cycle through this many distinct batches
 LOADGEN_DIR_ENV = "DLAAS_LOADGEN_DIR"
-
-
-def resolve_source(config: InferConfig, runtime: InferenceRuntime) -> ModelSource:
-    """The model to serve: prepared by the entry (a training run's, or a fresh ONNX export),
-    or built here from its spec by the runtime's own framework."""
-    if os.environ.get(SOURCE_ENV):
-        return run_source(Path(os.environ[SOURCE_ENV]))
-    shape = parse_shape(config.input_shape) if config.input_shape else None
-    if runtime.consumes == "pytorch":
-        return fresh_torch_source(config.model, shape, config.seed, None)
-    return fresh_native_source(config.model, shape, config.seed, runtime.name)
 
 
 def prepared(runtime: InferenceRuntime, source: ModelSource, config: InferConfig

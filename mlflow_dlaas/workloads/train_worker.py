@@ -25,7 +25,7 @@ from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
 from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
-from mlflow_dlaas.inference.source import ONNX_DIR, log_reference
+from mlflow_dlaas.inference.sources.manifest import ONNX_DIR, log_reference
 from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
 from mlflow_dlaas.measured_process.main import serve

@@ -9,14 +9,22 @@ import numpy as np
 import pytest
 
 from mlflow_dlaas.backends import InferenceOptions, get_runtime
+from mlflow_dlaas.backends.served_model import ModelSource
 from mlflow_dlaas.errors import ConfigError, MissingDependencyError, WorkloadError
 from mlflow_dlaas.inference import equivalence
-from mlflow_dlaas.inference.source import fresh_torch_source
+from mlflow_dlaas.inference.sources.fresh import export_fresh
+from mlflow_dlaas.inference.sources.load import prepared_source
 
 needs = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("onnx") is None
     or importlib.util.find_spec("onnxruntime") is None,
     reason="needs torch, onnx and onnxruntime (extras: torch, onnxruntime)")
+
+
+def exported_lenet(directory: Path) -> ModelSource:
+    """LeNet-5 with random weights, exported to ONNX as a run's fresh model is."""
+    export_fresh("lenet5", "", 0, directory)
+    return prepared_source(directory)
 
 
 def _perturb(path: Path, scale: float) -> None:
@@ -35,7 +43,7 @@ def _perturb(path: Path, scale: float) -> None:
 def test_a_faithful_export_passes_and_a_perturbed_one_fails(tmp_path: Path, runtime: str) -> None:
     if importlib.util.find_spec(runtime) is None:
         pytest.skip(f"{runtime} is not installed (extra: {runtime})")
-    source = fresh_torch_source("lenet5", None, 0, tmp_path)
+    source = exported_lenet(tmp_path)
     rt = get_runtime(runtime)
     rt.load()
     faithful = equivalence.compare(rt.prepare(source, InferenceOptions())(source.reference_inputs),
@@ -53,7 +61,7 @@ def test_a_faithful_export_passes_and_a_perturbed_one_fails(tmp_path: Path, runt
 
 @needs
 def test_int8_is_judged_by_agreement(tmp_path: Path) -> None:
-    source = fresh_torch_source("lenet5", None, 0, tmp_path)
+    source = exported_lenet(tmp_path)
     rt = get_runtime("onnxruntime")
     rt.load()
     outputs = rt.prepare(source, InferenceOptions(precision="int8"))(source.reference_inputs)
@@ -65,7 +73,7 @@ def test_int8_is_judged_by_agreement(tmp_path: Path) -> None:
 
 @needs
 def test_settings_a_runtime_cannot_honour_are_refused(tmp_path: Path) -> None:
-    source = fresh_torch_source("lenet5", None, 0, tmp_path)
+    source = exported_lenet(tmp_path)
     ort = get_runtime("onnxruntime")
     ort.load()
     with pytest.raises(ConfigError, match="fp16 needs device=cuda"):

@@ -14,8 +14,9 @@ import pytest
 from mlflow_dlaas.backends import InferenceOptions, get_runtime
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference import equivalence
-from mlflow_dlaas.inference.source import run_source
-from mlflow_dlaas.inference.user_model import prepare, synthetic_feed
+from mlflow_dlaas.inference.sources.inputs import synthetic_feed
+from mlflow_dlaas.inference.sources.load import prepared_source
+from mlflow_dlaas.inference.sources.user_files import open_user_model
 from tests.conftest import skip_unless_installed
 
 
@@ -40,7 +41,7 @@ def write_two_input_onnx(path: Path) -> Path:
 
 
 def _serve(directory: Path, runtime: str) -> tuple[np.ndarray, np.ndarray]:
-    source = run_source(directory)
+    source = prepared_source(directory)
     rt = get_runtime(runtime)
     rt.load()
     predict = rt.prepare(source, InferenceOptions())
@@ -54,8 +55,8 @@ def test_an_onnx_file_with_two_inputs_runs_as_onnx_computes_it(tmp_path: Path,
     model = write_two_input_onnx(tmp_path / "two.onnx")
     with pytest.raises(ConfigError, match=r"input 'y' has dynamic dimensions \[\?, \?\]; give "
                                           r"-P input_shape=y:N"):
-        prepare(model, runtime=runtime, consumes="onnx", directory=tmp_path / "a")
-    prepare(model, runtime=runtime, consumes="onnx", directory=tmp_path / "b",
+        open_user_model(model, runtime=runtime, directory=tmp_path / "a")
+    open_user_model(model, runtime=runtime, directory=tmp_path / "b",
             input_shape="y:3", seed=3)
     outputs, reference = _serve(tmp_path / "b", runtime)
     assert reference.shape == (4, 3)
@@ -68,14 +69,14 @@ def test_real_samples_come_from_an_npz_and_are_checked(tmp_path: Path) -> None:
     model = write_two_input_onnx(tmp_path / "two.onnx")
     data = tmp_path / "samples.npz"
     np.savez(data, x=np.ones((2, 4)), y=np.full((2, 3), 5.0))
-    prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "ok",
+    open_user_model(model, runtime="onnxruntime", directory=tmp_path / "ok",
             input_shape="y:3", input_data=str(data))
-    source = run_source(tmp_path / "ok")
+    source = prepared_source(tmp_path / "ok")
     assert source.reference_inputs["y"].dtype == np.float32  # cast to the model's dtype
     assert np.all(source.reference_inputs["y"] == 5.0)
     np.savez(data, x=np.ones((2, 4)))
     with pytest.raises(ConfigError, match="has no array for input"):
-        prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "bad",
+        open_user_model(model, runtime="onnxruntime", directory=tmp_path / "bad",
                 input_shape="y:3", input_data=str(data))
 
 
@@ -92,7 +93,7 @@ def test_unusable_files_are_refused_in_one_line(tmp_path: Path, name: str,
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(ConfigError, match=message) as caught:
-        prepare(path, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out")
+        open_user_model(path, runtime="onnxruntime", directory=tmp_path / "out")
     assert "\n" not in str(caught.value)
 
 
@@ -101,7 +102,7 @@ def test_a_runtime_that_cannot_take_the_model_says_why(tmp_path: Path) -> None:
     model = write_two_input_onnx(tmp_path / "two.onnx")
     with pytest.raises(ConfigError, match="the pytorch runtime cannot load an onnx model; "
                                           "serve it with onnxruntime or openvino"):
-        prepare(model, runtime="pytorch", consumes="pytorch", directory=tmp_path / "out")
+        open_user_model(model, runtime="pytorch", directory=tmp_path / "out")
 
 
 def test_torchscript_runs_natively_and_exported_to_onnx(tmp_path: Path) -> None:
@@ -114,9 +115,9 @@ def test_torchscript_runs_natively_and_exported_to_onnx(tmp_path: Path) -> None:
     path = tmp_path / "net.pt"
     torch.jit.trace(module, torch.rand(1, 1, 8, 8)).save(str(path))
     with pytest.raises(ConfigError, match="records no input shapes; give -P input_shape="):
-        prepare(path, runtime="pytorch", consumes="pytorch", directory=tmp_path / "none")
-    for runtime, consumes in (("pytorch", "pytorch"), ("onnxruntime", "onnx")):
-        prepare(path, runtime=runtime, consumes=consumes, directory=tmp_path / runtime,
+        open_user_model(path, runtime="pytorch", directory=tmp_path / "none")
+    for runtime in ("pytorch", "onnxruntime"):
+        open_user_model(path, runtime=runtime, directory=tmp_path / runtime,
                 input_shape="1x8x8")
         outputs, reference = _serve(tmp_path / runtime, runtime)
         assert outputs.shape == (4, 5)
@@ -142,15 +143,15 @@ def test_torch_compile_takes_an_exported_program_and_refuses_torchscript(tmp_pat
     runtime.load()
     compiled = InferenceOptions(torch_compile=True)
     for name in ("net.pt2", "net.pt"):
-        prepare(tmp_path / name, runtime="pytorch", consumes="pytorch",
-                directory=tmp_path / name.replace(".", "-"), input_shape="6")
-    source = run_source(tmp_path / "net-pt2")
+        open_user_model(tmp_path / name, runtime="pytorch",
+                        directory=tmp_path / name.replace(".", "-"), input_shape="6")
+    source = prepared_source(tmp_path / "net-pt2")
     outputs = runtime.prepare(source, compiled)(source.reference_inputs)
     assert equivalence.compare(outputs, source.reference_outputs, precision="fp32", rtol=1e-4,
                                atol=1e-5).passed
     with pytest.raises(ConfigError, match="torch_compile=true cannot compile net.pt: "
                                           "torch.compile does not take TorchScript models"):
-        runtime.prepare(run_source(tmp_path / "net-pt"), compiled)
+        runtime.prepare(prepared_source(tmp_path / "net-pt"), compiled)
 
 
 def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
@@ -160,7 +161,7 @@ def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
     path = tmp_path / "weights.pth"
     torch.save(torch.nn.Linear(2, 2).state_dict(), str(path))
     with pytest.raises(ConfigError, match="holds an OrderedDict, not a module"):
-        prepare(path, runtime="pytorch", consumes="pytorch", directory=tmp_path / "out",
+        open_user_model(path, runtime="pytorch", directory=tmp_path / "out",
                 input_shape="2")
 
 
@@ -175,17 +176,17 @@ def test_a_keras_file_runs_on_tensorflow_and_on_onnx_where_a_converter_is(tmp_pa
                               keras.layers.Dense(3)])
     path = tmp_path / "small.keras"
     model.save(str(path))
-    prepare(path, runtime="tensorflow", consumes="tensorflow", directory=tmp_path / "tf")
+    open_user_model(path, runtime="tensorflow", directory=tmp_path / "tf")
     outputs, reference = _serve(tmp_path / "tf", "tensorflow")
     assert outputs.shape == (4, 3)
     assert equivalence.compare(outputs, reference, precision="fp32", rtol=1e-4,
                                atol=1e-5).passed
     if importlib.util.find_spec("tf2onnx") is None:
         with pytest.raises(ConfigError, match="needs tf2onnx"):
-            prepare(path, runtime="openvino", consumes="onnx", directory=tmp_path / "ov")
+            open_user_model(path, runtime="openvino", directory=tmp_path / "ov")
         return
     skip_unless_installed("onnxruntime")  # with the converter: through ONNX, against TensorFlow
-    prepare(path, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "ort")
+    open_user_model(path, runtime="onnxruntime", directory=tmp_path / "ort")
     outputs, reference = _serve(tmp_path / "ort", "onnxruntime")
     assert (tmp_path / "ort" / "onnx" / "model.onnx").is_file()
     assert equivalence.compare(outputs, reference, precision="fp32", rtol=1e-4,
@@ -218,12 +219,12 @@ def test_a_model_the_runtime_cannot_load_is_refused_in_one_line(tmp_path: Path,
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "mixed.onnx"))
-    prepare(tmp_path / "mixed.onnx", runtime=runtime, consumes="onnx", directory=tmp_path / "s")
+    open_user_model(tmp_path / "mixed.onnx", runtime=runtime, directory=tmp_path / "s")
     rt = get_runtime(runtime)
     rt.load()
     with pytest.raises(ConfigError, match=f"{runtime} cannot load mixed.onnx: .*(type|Type)"
                        ) as caught:
-        rt.prepare(run_source(tmp_path / "s"), InferenceOptions())
+        rt.prepare(prepared_source(tmp_path / "s"), InferenceOptions())
     assert "\n" not in str(caught.value)
 
 
@@ -240,7 +241,7 @@ def test_a_model_larger_than_the_free_memory_is_refused(tmp_path: Path,
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Tight())
     with pytest.raises(ConfigError, match=r"model two.onnx needs at least 0.0 GiB \(2 copies\) "
                                           r"but only 0.0 GiB of memory is available"):
-        prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out",
+        open_user_model(model, runtime="onnxruntime", directory=tmp_path / "out",
                 input_shape="y:3", copies=2)
 
 
@@ -252,7 +253,7 @@ def test_mlflow_models_arrive_as_their_flavors_files(tracking: str, tmp_path: Pa
     import mlflow
     import onnx
 
-    from mlflow_dlaas.inference.run_artifacts import _download_mlflow_model
+    from mlflow_dlaas.inference.sources.fetch import download_mlflow_model
 
     graph = onnx.load(str(write_two_input_onnx(tmp_path / "two.onnx")))
     example = {"x": np.ones((2, 4), np.float32), "y": np.zeros((2, 3), np.float32)}
@@ -268,17 +269,18 @@ def test_mlflow_models_arrive_as_their_flavors_files(tracking: str, tmp_path: Pa
                                     input_example=np.full((3, 5), 2.0, np.float32))
         mlflow.pyfunc.log_model(name="echo", python_model=Echo(), pip_requirements=["numpy"])
     uri = f"runs:/{run.info.run_id}"
-    path, (shape, dtype, data) = _download_mlflow_model(f"{uri}/onnx_model", tmp_path / "a")
+    path, (shape, dtype, data) = download_mlflow_model(f"{uri}/onnx_model", tmp_path / "a")
     assert path.suffix == ".onnx" and shape == "x:4,y:3"  # from the example: no signature
     assert set(np.load(data).files) == {"x", "y"}
-    path, (shape, dtype, data) = _download_mlflow_model(f"{uri}/keras_model", tmp_path / "b")
+    path, (shape, dtype, data) = download_mlflow_model(f"{uri}/keras_model", tmp_path / "b")
     assert path.name == "model.keras" and shape == "5" and dtype == "float32"
     assert np.all(next(iter(np.load(data).values())) == 2.0)
     with pytest.raises(ConfigError, match="has flavor\\(s\\) python_function only; "
-                                          "mlflow-dlaas serves onnx, pytorch and tensorflow"):
-        _download_mlflow_model(f"{uri}/echo", tmp_path / "c")
+                                          "mlflow-dlaas serves the flavors keras, onnx, "
+                                          "pytorch, tensorflow"):
+        download_mlflow_model(f"{uri}/echo", tmp_path / "c")
     with pytest.raises(ConfigError, match="cannot download it"):
-        _download_mlflow_model(f"{uri}/nothing_here", tmp_path / "d")
+        download_mlflow_model(f"{uri}/nothing_here", tmp_path / "d")
 
 
 def test_a_savedmodel_directory_runs_on_tensorflow_with_and_without_xla(tmp_path: Path) -> None:
@@ -288,9 +290,8 @@ def test_a_savedmodel_directory_runs_on_tensorflow_with_and_without_xla(tmp_path
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
     model.export(str(tmp_path / "saved"), verbose=False)
-    prepare(tmp_path / "saved", runtime="tensorflow", consumes="tensorflow",
-            directory=tmp_path / "s")
-    source = run_source(tmp_path / "s")
+    open_user_model(tmp_path / "saved", runtime="tensorflow", directory=tmp_path / "s")
+    source = prepared_source(tmp_path / "s")
     assert source.user is not None and source.user.inputs[0].shape == (5,)
     runtime = get_runtime("tensorflow")
     runtime.load()
@@ -316,9 +317,8 @@ def test_a_model_with_a_fixed_batch_runs_at_that_batch_only(tmp_path: Path) -> N
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "fixed.onnx"))
-    prepare(tmp_path / "fixed.onnx", runtime="onnxruntime", consumes="onnx",
-            directory=tmp_path / "s")
-    source = run_source(tmp_path / "s")
+    open_user_model(tmp_path / "fixed.onnx", runtime="onnxruntime", directory=tmp_path / "s")
+    source = prepared_source(tmp_path / "s")
     assert source.user is not None and source.user.fixed_batch == 2
     uri = str(tmp_path / "fixed.onnx")
     with pytest.raises(ConfigError, match="fixes its batch size at 2; give -P batch_sizes=2"):
@@ -344,7 +344,7 @@ def test_an_input_declaring_a_billion_elements_is_refused_before_any_is_made(
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ConfigError, match=r"input 'y' declares 1,000,000,000 elements a sample "
                                           r"\(1000000000\); \d+ samples need [\d.]+ GiB"):
-        prepare(model, runtime="onnxruntime", consumes="onnx", directory=tmp_path / "out",
+        open_user_model(model, runtime="onnxruntime", directory=tmp_path / "out",
                 input_shape="y:1000000000")
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 512 * 1024, f"{grown_kib / 1024:.0f} MiB allocated before refusing"

@@ -14,9 +14,10 @@ import pytest
 from mlflow_dlaas.measured_process.channel import Checkpoints, decode
 from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.optuna_access import internals
+from mlflow_dlaas.optuna_access.pruning_request import PRUNING_ENV, PruningRequest
 from mlflow_dlaas.optuna_access.storage import absolute_url
 from mlflow_dlaas.runs.schema import PRUNED_TAG
-from mlflow_dlaas.workloads.pruning_link import PRUNING_ENV, PruningLink, pruning_environment
+from mlflow_dlaas.workloads.pruning_link import PruningLink
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,9 +41,9 @@ def test_the_entry_reports_to_the_trial_and_learns_the_decision_at_once(
     study = _study_with_two_good_trials(url)
     good, hopeless = study.ask(), study.ask()
     for trial, accuracy, expected in ((good, 0.9, None), (hopeless, 0.1, "pruned")):
-        monkeypatch.setenv(PRUNING_ENV, pruning_environment(
-            storage_url=url, study_name="pruned", trial_id=internals.trial_id(trial),
-            pruner="median", metric="test_accuracy")[PRUNING_ENV])
+        monkeypatch.setenv(PRUNING_ENV, PruningRequest(
+            storage=url, study="pruned", trial_id=internals.trial_id(trial),
+            pruner="median", metric="test_accuracy").environment()[PRUNING_ENV])
         link = PruningLink.from_environment()
         assert PRUNING_ENV not in os.environ  # the worker, started next, never sees it
         with mlflow.start_run() as run:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.mxnet import build
 from mlflow_dlaas.backends.mxnet.training import (
     INSTALL_HINT,
     libraries_in_force,
@@ -26,6 +27,9 @@ class MXNetRuntime(InferenceRuntime):
     extra = "mxnet"
     consumes = "mxnet"
     native_library = "libmxnet"
+
+    def build_details(self, imported: Any) -> dict[str, Any]:
+        return build.read(imported)
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         return {**thread_environment(settings), **onednn_environment(settings)}

@@ -113,8 +113,8 @@ def operator_threads(environ: Mapping[str, str], processors: int,
     (``src/engine/openmp.cc``): ``MXNET_OMP_MAX_THREADS`` where set; else, where
     ``OMP_NUM_THREADS`` is set, OpenMP's own maximum; else the processors this process may
     run on, halved on x86, where MXNet assumes two hyper-threads a core, even on a machine
-    whose cores have one (a 2-core machine then trains on 1 thread: measured 8 samples/s of
-    ResNet-50 against 13 with ``intra_op_threads=2``). OpenMP's pool, read through
+    whose cores have one (a 2-core machine then trains on 1 thread; docs/performance.md has
+    the cost). OpenMP's pool, read through
     threadpoolctl, still says the full count there: it is not what the operators use."""
     if environ.get("MXNET_OMP_MAX_THREADS"):
         return int(environ["MXNET_OMP_MAX_THREADS"])

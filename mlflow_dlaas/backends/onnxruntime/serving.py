@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.onnxruntime import build
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
@@ -26,6 +27,9 @@ class OnnxRuntimeRuntime(InferenceRuntime):
     module = "onnxruntime"
     extra = "onnxruntime"
     consumes = "onnx"
+
+    def build_details(self, imported: Any) -> dict[str, Any]:
+        return build.read(imported)
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         """ONNX Runtime's telemetry (on by default on Linux since 1.32) off, unless the user set

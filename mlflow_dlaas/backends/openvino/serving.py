@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.openvino import build
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
@@ -20,10 +21,13 @@ class OpenVINORuntime(InferenceRuntime):
     extra = "openvino"
     consumes = "onnx"
 
+    def build_details(self, imported: Any) -> dict[str, Any]:
+        return build.read(imported)
+
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         """OpenMP settings and ``onednn`` are refused: OpenVINO's CPU plugin is built on
         oneDNN and always uses it, and it runs its threads on TBB (libtbb), not OpenMP. So is
-        ``allocator``: OpenVINO aborts with a preloaded malloc (seen with 2026.4)."""
+        ``allocator``: OpenVINO aborts with a preloaded malloc."""
         refuse_unusable(settings, self.name, openmp="OpenVINO uses no OpenMP (its CPU plugin "
                         "runs its threads on TBB)", onednn="OpenVINO's CPU plugin is built "
                         "on oneDNN and always uses it (it has no switch)")

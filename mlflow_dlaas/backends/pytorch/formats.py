@@ -1,5 +1,6 @@
-"""PyTorch's model files (TorchScript, ``torch.export``, a pickled module): reading one, its
-declared inputs, and its export to ONNX for the ONNX runtimes."""
+"""PyTorch's model files (TorchScript, ``torch.export``, a pickled module): recognising and
+reading one, its declared inputs, and its export to ONNX for the ONNX runtimes. Registered as
+:data:`FORMATS`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.backends.feed import Feed
-from mlflow_dlaas.backends.model_files import SHAPE_HINT, article, resolve_inputs, unreadable
+from mlflow_dlaas.backends.model_files import (
+    SHAPE_HINT,
+    Dtypes,
+    ModelFormat,
+    OpenedModel,
+    Shapes,
+    article,
+    resolve_inputs,
+    unreadable,
+)
 from mlflow_dlaas.backends.served_model import InputSpec
 from mlflow_dlaas.errors import ConfigError
 
@@ -49,8 +59,9 @@ def _torch_declared(torch: Any, kind: str, path: Path) -> list[tuple[str, list, 
 
 
 
-def open_torch(kind: str, path: Path, shapes: dict, dtypes: dict
-               ) -> tuple[Callable[[Feed], np.ndarray], tuple[InputSpec, ...], Any]:
+def open_torch(kind: str, path: Path, shapes: Shapes, dtypes: Dtypes) -> OpenedModel:
+    """The module of a ``kind`` file, its inputs (declared, or the user's), and its outputs
+    in eager PyTorch as the reference."""
     import torch
 
     module = load_torch(torch, kind, path)
@@ -68,8 +79,7 @@ def open_torch(kind: str, path: Path, shapes: dict, dtypes: dict
         with torch.inference_mode():
             return first_output(module(*[torch.from_numpy(feed[s.name]) for s in specs]))
 
-    return reference, specs, module
-
+    return OpenedModel(specs, reference, module)
 
 
 def first_output(out: Any) -> np.ndarray:
@@ -113,3 +123,65 @@ def export_torch(module: Any, specs: Sequence[InputSpec], feed: Feed, path: Path
         raise ConfigError(f"exporting the PyTorch model to ONNX failed, so the ONNX runtimes "
                           f"cannot serve it: {str(e).strip().splitlines()[0][:300]}") from None
 
+
+#: The suffixes of PyTorch model files (TorchScript archives and torch.save's).
+TORCH_SUFFIXES = (".pt", ".pth", ".ts", ".jit", ".torchscript")
+
+
+def _archive_names(path: Path) -> list[str] | None:
+    """The members of a PyTorch zip archive with a PyTorch suffix, or None for other files;
+    ConfigError where such a file is no archive."""
+    import zipfile
+
+    if not path.is_file() or path.suffix.lower() not in TORCH_SUFFIXES:
+        return None
+    try:
+        return zipfile.ZipFile(path).namelist()
+    except (zipfile.BadZipFile, OSError):
+        raise ConfigError(f"cannot read {path.name} as a PyTorch model: not a TorchScript "
+                          "or torch.save archive") from None
+
+
+def _is_torchscript(path: Path) -> bool:
+    names = _archive_names(path)  # TorchScript archives hold code/; torch.save's only data
+    return names is not None and any("/code/" in n for n in names)
+
+
+def _is_torch_pickle(path: Path) -> bool:
+    names = _archive_names(path)
+    return names is not None and not any("/code/" in n for n in names)
+
+
+def _first_in_pytorch_flavor(pattern: str) -> Callable[[Path, dict], Path | None]:
+    def find(folder: Path, flavor: dict) -> Path | None:
+        found = sorted((folder / flavor.get("model_data", "data")).glob(pattern))
+        return found[0] if found else None
+
+    return find
+
+
+def _opener(kind: str) -> Callable[[Path, Shapes, Dtypes], OpenedModel]:
+    return lambda path, shapes, dtypes: open_torch(kind, path, shapes, dtypes)
+
+
+def _export_module(path: Path, opened: OpenedModel, feed: Feed, out: Path) -> None:
+    export_torch(opened.handle, opened.inputs, feed, out)
+
+
+def _export_program(path: Path, opened: OpenedModel, feed: Feed, out: Path) -> None:
+    export_torch(path, opened.inputs, feed, out)  # the dynamo exporter reads the program
+
+
+FORMATS = (
+    ModelFormat("torch_export", "pytorch", "a torch.export .pt2 file",
+                recognises=lambda path: path.is_file() and path.suffix.lower() == ".pt2",
+                open=_opener("torch_export"), export_onnx=_export_program,
+                flavors=("pytorch",), find_in_mlflow_model=_first_in_pytorch_flavor("*.pt2")),
+    ModelFormat("torchscript", "pytorch", "a TorchScript .pt file",
+                recognises=_is_torchscript, open=_opener("torchscript"),
+                export_onnx=_export_module),
+    ModelFormat("torch_pickle", "pytorch", "a torch.save'd module (.pth)",
+                recognises=_is_torch_pickle, open=_opener("torch_pickle"),
+                export_onnx=_export_module, flavors=("pytorch",),
+                find_in_mlflow_model=_first_in_pytorch_flavor("*.pth")),
+)

@@ -8,10 +8,13 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.pytorch import build
+from mlflow_dlaas.backends.pytorch.fresh import export_torch_onnx, fresh_torch_source
 from mlflow_dlaas.backends.pytorch.training import libraries_in_force, set_threads, threads_in_force
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import ParallelismSettings
 
 
@@ -21,6 +24,9 @@ class PyTorchRuntime(InferenceRuntime):
     extra = "torch"
     consumes = "pytorch"
     native_library = "libtorch_cpu"
+
+    def build_details(self, imported: Any) -> dict[str, Any]:
+        return build.read(imported)
 
     def load(self) -> None:
         self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch runtime")
@@ -36,6 +42,14 @@ class PyTorchRuntime(InferenceRuntime):
 
     def apply_threads(self, settings: ParallelismSettings) -> None:
         set_threads(self.torch, settings)
+
+    def fresh_source(self, spec: ArchitectureSpec, shape: tuple[int, int, int], classes: int,
+                     inputs: np.ndarray, seed: int) -> ModelSource:
+        """The module itself, built here, and its eager outputs as the reference."""
+        return fresh_torch_source(self.torch, spec, shape, classes, inputs, seed)
+
+    def export_onnx(self, source: ModelSource, path: Path) -> None:
+        export_torch_onnx(self.torch, source, path)
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch

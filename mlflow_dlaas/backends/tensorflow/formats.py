@@ -1,5 +1,6 @@
-"""TensorFlow's model files (a Keras ``.keras`` file, a SavedModel directory): reading one,
-its declared inputs, and its export to ONNX (tf2onnx) for the ONNX runtimes."""
+"""TensorFlow's model files (a Keras ``.keras`` file, a SavedModel directory): recognising and
+reading one, its declared inputs, and its export to ONNX (tf2onnx) for the ONNX runtimes.
+Registered as :data:`FORMATS`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas.backends.feed import Feed
-from mlflow_dlaas.backends.model_files import resolve_inputs, unreadable
+from mlflow_dlaas.backends.model_files import (
+    Dtypes,
+    ModelFormat,
+    OpenedModel,
+    Shapes,
+    resolve_inputs,
+    unreadable,
+)
 from mlflow_dlaas.backends.served_model import InputSpec
 from mlflow_dlaas.errors import ConfigError
 
@@ -42,8 +50,9 @@ def load_keras(tf: Any, kind: str, path: Path) -> tuple[Callable[..., Any], list
 
 
 
-def open_keras(kind: str, path: Path, shapes: dict, dtypes: dict
-               ) -> tuple[Callable[[Feed], np.ndarray], tuple[InputSpec, ...], Any]:
+def open_keras(kind: str, path: Path, shapes: Shapes, dtypes: Dtypes) -> OpenedModel:
+    """A Keras file's or SavedModel's inputs, and its outputs in TensorFlow as the
+    reference; its handle is the callable the ONNX export traces."""
     import os
 
     from mlflow_dlaas.backends.tensorflow.training import quiet_environment
@@ -57,8 +66,7 @@ def open_keras(kind: str, path: Path, shapes: dict, dtypes: dict
     def reference(feed: Feed) -> np.ndarray:
         return first_output_tf(call(**{s.name: tf.constant(feed[s.name]) for s in specs}))
 
-    return reference, specs, call
-
+    return OpenedModel(specs, reference, call)
 
 
 def export_keras(call: Callable[..., Any], specs: Sequence[InputSpec], path: Path) -> None:
@@ -94,3 +102,32 @@ def first_output_tf(out: Any) -> np.ndarray:
         out = out[sorted(out)[0]]
     return np.asarray(out)
 
+
+def _export(path: Path, opened: OpenedModel, feed: Feed, out: Path) -> None:
+    export_keras(opened.handle, opened.inputs, out)
+
+
+def _keras_in_mlflow_model(folder: Path, flavor: dict) -> Path | None:
+    found = sorted(folder.rglob("*.keras"))
+    return found[0] if found else None
+
+
+def _savedmodel_in_mlflow_model(folder: Path, flavor: dict) -> Path | None:
+    found = sorted(folder.rglob("saved_model.pb"))
+    return found[0].parent if found else None
+
+
+FORMATS = (
+    ModelFormat("keras", "tensorflow", "a Keras .keras file",
+                recognises=lambda path: path.is_file() and path.suffix.lower() in (".keras",
+                                                                                   ".h5"),
+                open=lambda path, shapes, dtypes: open_keras("keras", path, shapes, dtypes),
+                export_onnx=_export, export_needs="tf2onnx", flavors=("keras", "tensorflow"),
+                find_in_mlflow_model=_keras_in_mlflow_model),
+    ModelFormat("savedmodel", "tensorflow", "a TensorFlow SavedModel directory",
+                recognises=lambda path: path.is_dir() and (path / "saved_model.pb").is_file(),
+                open=lambda path, shapes, dtypes: open_keras("savedmodel", path, shapes,
+                                                             dtypes),
+                export_onnx=_export, export_needs="tf2onnx", flavors=("keras", "tensorflow"),
+                find_in_mlflow_model=_savedmodel_in_mlflow_model),
+)

@@ -9,6 +9,7 @@ import numpy as np
 from mlflow_dlaas._imports import import_optional
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.backends.tensorflow import build
 from mlflow_dlaas.backends.tensorflow.training import (
     libraries_in_force,
     library_environment,
@@ -25,6 +26,9 @@ class TensorFlowRuntime(InferenceRuntime):
     module = "tensorflow"
     extra = "tensorflow"
     consumes = "tensorflow"
+
+    def build_details(self, imported: Any) -> dict[str, Any]:
+        return build.read(imported)
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         return {**quiet_environment(), **library_environment(settings)}

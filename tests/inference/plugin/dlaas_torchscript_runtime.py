@@ -6,35 +6,20 @@ package metadata (``[mlflow_dlaas.runtimes] torchscript = dlaas_torchscript_runt
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from mlflow_dlaas.backends.pytorch.training import libraries_in_force, threads_in_force
+from mlflow_dlaas.backends.pytorch.serving import PyTorchRuntime
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
-from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.backends.serving import InferenceOptions
 
 
-class TorchScriptRuntime(InferenceRuntime):
+class TorchScriptRuntime(PyTorchRuntime):
+    """PyTorch's runtime (its fresh models, threads and libraries), serving a trace."""
+
     name = "torchscript"
-    module = "torch"
-    extra = "torch"
-    consumes = "pytorch"
-    native_library = "libtorch_cpu"
-
-    def load(self) -> None:
-        import torch
-
-        self.torch = torch
 
     def version(self) -> str:
         return f"torchscript {self.torch.__version__}"
-
-    def threads_in_force(self) -> dict[str, Any]:
-        return threads_in_force(self.torch)
-
-    def libraries_in_force(self) -> dict[str, Any]:
-        return libraries_in_force(self.torch)
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch

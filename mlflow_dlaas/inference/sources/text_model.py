@@ -1,6 +1,6 @@
 """BERT-base for inference, built here with random weights: nothing is downloaded.
 
-``python -m mlflow_dlaas.inference.text_model --model bert_base --sequence_length 128 --seed 0
+``python -m mlflow_dlaas.inference.sources.text_model --model bert_base --sequence_length 128
 --out DIR`` builds ``transformers``' ``BertModel`` in its default configuration (12 layers,
 hidden 768, 12 heads, vocabulary 30,522: 109,482,240 parameters with the pooler), traces it to
 TorchScript (``DIR/bert_base.pt``, inputs ``input_ids`` and ``attention_mask``, output the

@@ -1,20 +1,28 @@
-"""An ONNX file: its declared inputs, and a reference to check a runtime against (ONNX's
-own reference evaluator, else ONNX Runtime with every optimisation off)."""
+"""The ONNX file, the format both ONNX runtimes load (ONNX Runtime, OpenVINO): its declared
+inputs, and a reference to check a runtime against (ONNX's own reference evaluator, else ONNX
+Runtime with every optimisation off)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from mlflow_dlaas.backends.feed import Feed
-from mlflow_dlaas.backends.model_files import resolve_inputs, unreadable
-from mlflow_dlaas.backends.served_model import InputSpec
+from mlflow_dlaas.backends.model_files import (
+    Dtypes,
+    ModelFormat,
+    OpenedModel,
+    Shapes,
+    resolve_inputs,
+    unreadable,
+)
+
+#: What a runtime that loads ONNX files names in its ``consumes``.
+ONNX = "onnx"
 
 
-def open_onnx(path: Path, shapes: dict, dtypes: dict
-              ) -> tuple[Callable[[Feed], np.ndarray], tuple[InputSpec, ...], str]:
+def open_onnx(path: Path, shapes: Shapes, dtypes: Dtypes) -> OpenedModel:
     """The ONNX graph's inputs, and ONNX's own reference evaluator as the reference."""
     import onnx
     from onnx import helper
@@ -49,5 +57,18 @@ def open_onnx(path: Path, shapes: dict, dtypes: dict
                                            providers=["CPUExecutionProvider"])
             return np.asarray(session.run(None, feed.arrays)[0])
 
-    return reference, specs, "onnx"
+    return OpenedModel(specs, reference)
 
+
+def _onnx_in_mlflow_model(folder: Path, flavor: dict) -> Path | None:
+    path = folder / flavor.get("data", "model.onnx")
+    return path if path.is_file() else None
+
+
+ONNX_FILE = ModelFormat(
+    kind="onnx", framework=ONNX, description="an .onnx file",
+    recognises=lambda path: path.is_file() and path.suffix.lower() == ".onnx",
+    open=open_onnx, flavors=("onnx",), find_in_mlflow_model=_onnx_in_mlflow_model)
+
+#: The formats this module registers (``mlflow_dlaas.backends.formats``).
+FORMATS = (ONNX_FILE,)
