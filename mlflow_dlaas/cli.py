@@ -19,6 +19,7 @@ from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.database_bounds import stalled_database_reason
 from mlflow_dlaas.runs.goals import HOW, parse_asks
 from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable
+from mlflow_dlaas.runs.ui_links import DEFAULT_UI_URL, UI_URL_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -174,7 +175,22 @@ def monitor_command(
     sys.exit(outcome.exit_code or (1 if outcome.problems else 0))
 
 
+def _ui_url_option(func: F) -> F:
+    """``--ui-url``: where the links to runs point (set for this command and its children)."""
+
+    def remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value:
+            os.environ[UI_URL_ENV] = value
+
+    return click.option(
+        "--ui-url", default=None, metavar="URL", expose_value=False, callback=remember,
+        help=f"Where the MLflow UI runs, for the links to runs (default: ${UI_URL_ENV}, "
+             f"else the tracking server where it is http(s)://, else {DEFAULT_UI_URL}, "
+             "where `mlflow ui` serves by default).")(func)
+
+
 @cli.command("study")
+@_ui_url_option
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
 @click.option("--storage", default=None,
               help="Optuna storage: journal[:PATH], sqlite:///PATH, postgresql://..., "
@@ -220,6 +236,7 @@ def _scope_options(func: F) -> F:
 
 
 @cli.command("compare")
+@_ui_url_option
 @_scope_options
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Directory for report.html, report.md, plots/ and runs.csv "
@@ -253,6 +270,7 @@ def compare_command(experiment: str | None, study: str | None, include_disturbed
 
 
 @cli.command("recommend")
+@_ui_url_option
 @_scope_options
 @click.option("--objective", required=True, help=f"What to optimise: {HOW}.")
 @click.option("--constraint", "constraints", multiple=True,
@@ -307,6 +325,7 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
 
 
 @cli.command("reproduce")
+@_ui_url_option
 @click.option("--quick", is_flag=True,
               help="The short plan: fits in 20 minutes on 2 cores with the embedded data "
                    "(default).")

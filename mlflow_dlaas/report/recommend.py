@@ -25,6 +25,7 @@ from mlflow_dlaas.runs.schema import (
     EPOCH_TEST_ACCURACY,
     unit_of,
 )
+from mlflow_dlaas.runs.ui_links import run_url
 
 RUNNERS_UP = 3
 HISTORY_THREADS = 8
@@ -201,8 +202,8 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
     best = ranked.iloc[0]
     names = rows.set_index("run_id")["run_name"].to_dict()
     experiments = rows.set_index("run_id")["experiment_id"].to_dict()
-    evidence = tuple(Evidence(r, str(names.get(r, "")), run_link(tracking_uri,
-                                                                  experiments.get(r, "0"), r))
+    evidence = tuple(Evidence(r, str(names.get(r, "")), run_url(
+        experiments.get(r, "0"), r, tracking_uri))
                      for r in best["run_ids"])
     return Recommendation(
         goal, bounds, len(stats), excluded, _settings(best, shown),
@@ -251,15 +252,6 @@ def _against_next_best(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, goal:
     counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
     best, rival = (rows[(configs == ranked.iloc[i]["config"]) & counted] for i in (0, 1))
     return effect_between(best, rival, key, lower_is_better=goal.direction == "minimize")
-
-
-def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """The run's page: on its tracking server, or on `mlflow ui`'s default address."""
-    base = "http://127.0.0.1:5000"
-    if tracking_uri.startswith(("http://", "https://")):  # without any credentials in it
-        scheme, rest = tracking_uri.split("://", 1)
-        base = f"{scheme}://{rest.rsplit('@', 1)[-1]}".rstrip("/")
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:

@@ -22,7 +22,7 @@ from mlflow_dlaas.reproduce.claim_verdicts import MEMORY, SATURATION_GAIN, Compa
 from mlflow_dlaas.reproduce.runner import ClaimResult
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import CLAIM_TAG_PREFIX, ENTRY_TAG, REPORT_SCOPE_TAG, ROLE_TAG
-from mlflow_dlaas.tuning.run_links import run_url
+from mlflow_dlaas.runs.ui_links import run_url
 
 #: evidence links shown per claim in the summary table (all are in the claim's section)
 SUMMARY_LINKS = 6

@@ -45,6 +45,7 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NUMBER_TAG,
 )
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.runs.ui_links import run_url
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.delivery import (
     DELIVERED_FROM_ATTR,
@@ -69,7 +70,6 @@ from mlflow_dlaas.tuning.recovery import (
     give_up,
     recover_stale_trials,
 )
-from mlflow_dlaas.tuning.run_links import run_url
 from mlflow_dlaas.tuning.sampling import changed_since_begun, grid_space, make_sampler, suggest
 from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed

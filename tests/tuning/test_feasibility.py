@@ -10,7 +10,8 @@ from optuna.trial import TrialState, create_trial
 
 from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.optuna_access import internals
-from mlflow_dlaas.tuning import feasibility, run_links
+from mlflow_dlaas.runs import ui_links as run_links
+from mlflow_dlaas.tuning import feasibility
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.outcome import no_completion_reason
 from mlflow_dlaas.tuning.recovery import GIVEN_UP_ATTR, REASON_ATTR
@@ -90,7 +91,7 @@ def test_a_run_link_points_at_the_ui_without_credentials(
     uri: str, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(run_links.UI_URL_ENV, raising=False)
-    monkeypatch.setattr(run_links.mlflow, "get_tracking_uri", lambda: uri)
+    monkeypatch.setattr("mlflow.get_tracking_uri", lambda: uri)
     assert run_links.run_url("3", "abc") == f"{url}/#/experiments/3/runs/abc"
     monkeypatch.setenv(run_links.UI_URL_ENV, "http://ui.example:8080/")
     assert run_links.ui_base_url() == "http://ui.example:8080"
