@@ -1,5 +1,5 @@
-"""How much of the CPU's FP32 peak each framework and runtime reaches, by model and batch
-size: the roofline-style question "which one leaves the hardware idle"."""
+"""How much of the CPU's measured peak each framework and runtime reaches, by model and
+batch size: the roofline-style question "which one leaves the hardware idle"."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def training_fractions(train: pd.DataFrame) -> pd.DataFrame:
 def inference_fractions(inference: pd.DataFrame) -> pd.DataFrame:
     """(workload, system, fraction) per inference run and offline batch size: the batch
     size's throughput times the model's FLOPs per sample, over the run's peak. A run whose
-    best rate exceeded its derived peak logged no fraction (its peak is wrong) and is left
+    best rate exceeded its peak logged no fraction (its peak was measured low) and is left
     out."""
     peak, flops = f"metrics.{PEAK_GFLOPS}", f"metrics.{FORWARD_FLOPS}"
     fraction = f"metrics.{FRACTION_OF_PEAK}"
@@ -69,13 +69,13 @@ def _label(data: pd.DataFrame, batch: pd.Series | None) -> pd.Series:
 def fraction_of_peak(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
     """Median fraction of peak per framework / runtime: training runs' train phase, and
     inference runs' offline scenario per batch size."""
-    name, title = "fraction_of_peak", "Fraction of the CPU's FP32 peak"
+    name, title = "fraction_of_peak", "Fraction of the CPU's measured peak"
     panels = [(label, frame) for label, frame in
               (("training (train phase)", training_fractions(train)),
                ("inference (offline)", inference_fractions(inference))) if len(frame)]
     if not panels:
         return missing(name, title, f"no run logged {FRACTION_OF_PEAK} (a CPU run of one of "
-                       "our models whose peak could be derived; tag dlaas.peak says why not)")
+                       "our models whose peak could be measured; tag dlaas.peak says why not)")
     palette = colours(sorted({s for _, f in panels for s in f["system"]}))
 
     def paint(figure: Figure) -> None:
@@ -83,12 +83,13 @@ def fraction_of_peak(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:
         for ax, (label, frame) in zip(axes, panels, strict=True):
             _bars(ax, frame, palette)
             ax.set_title(label)
-        axes[0].set_ylabel("share of the FP32 peak")
+        axes[0].set_ylabel("share of the measured peak")
 
     return draw(name, title, "Median per framework or runtime of the FLOPs per second achieved "
-                "(the model definition's count, equal on every framework) over the cores in "
-                "use x clock x FP32 FLOPs per cycle; each run's dlaas.peak tag says how its "
-                "peak was derived.", paint)
+                "(the model definition's count, equal on every framework) over the ceiling "
+                "measured on the cores in use at the run's precision (the best matrix product "
+                "of PyTorch's and numpy's kernels); each run's dlaas.peak tag says which.",
+                paint)
 
 
 def _bars(ax: Axes, frame: pd.DataFrame, palette: dict[str, str]) -> None:

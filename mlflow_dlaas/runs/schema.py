@@ -85,10 +85,17 @@ FORWARD_FLOPS = "model_forward_flops_per_sample"
 TRAINING_FLOPS = "model_training_flops_per_sample"
 TRAIN_GFLOPS = "train_gflops_per_second"
 TEST_GFLOPS = "test_gflops_per_second"
-PEAK_GFLOPS = "cpu_fp32_peak_gflops_per_second"
+#: The peak a run is held against: the measured ceiling of its precision (mlflow_dlaas.ceilings)
+PEAK_GFLOPS = "cpu_peak_gflops_per_second"
+#: cores x clock x FP32 FLOPs per cycle, as /proc/cpuinfo and cpufreq say (below a VM's turbo)
+NOMINAL_PEAK_GFLOPS = "cpu_nominal_fp32_peak_gflops_per_second"
+#: The physical cores the run could use (its affinity, at most its intra-op threads)
+CORES_IN_USE = "cpu_cores_in_use"
+#: The memory bandwidth measured with the ceilings (a triad, one thread)
+MEMORY_BANDWIDTH = "cpu_memory_bandwidth_gb_per_second"
 #: Inference: the best offline batch size's
 OFFLINE_GFLOPS = "offline_gflops_per_second"
-#: Training: the train phase's; inference: the best offline batch size's
+#: Training: the train phase's; inference: the best offline batch size's; over PEAK_GFLOPS
 FRACTION_OF_PEAK = "fraction_of_peak"
 # Inference: a scenario's statistics, under ``{scenario}/`` and ``{scenario}/batch_{n}/``
 LATENCY_P50 = "latency_p50_ms"
@@ -288,7 +295,7 @@ EQUIVALENCE_RULE_TAG = "dlaas.equivalence_rule"
 SERVER_RATE_SEARCH_TAG = "dlaas.server_rate_search"
 WARNING_TAG = "dlaas.warning"
 MODEL_FLAVOR_TAG = "dlaas.model_flavor"
-#: How the run's peak was derived (cores x clock x FLOPs per cycle), or why it was not
+#: Which peak the run was held against (measured ceiling, or nominal), or why none
 PEAK_TAG = "dlaas.peak"
 #: "not measured (synthetic data)" where the data's labels are random
 ACCURACY_TAG = "dlaas.accuracy"

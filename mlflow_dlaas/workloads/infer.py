@@ -30,6 +30,7 @@ from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
     LATENCY_P99,
+    OFFLINE_GFLOPS,
     RUNTIME_TAG,
     SERVER_MAX_QPS,
     headline_text,
@@ -39,6 +40,7 @@ from mlflow_dlaas.runs.schema import (
 from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.runs.validity import disturbed_warning
 from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.peak import log_fraction_of_peak
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
     inference_run_name,
@@ -98,6 +100,9 @@ def run_inference(config: InferConfig) -> InferenceResult:
             headline_phases=config.scenarios, monitor_interval_s=config.monitor_interval,
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)
         run_worker(launch, run_id)
+        if config.device == "cpu":
+            log_fraction_of_peak(run_id, OFFLINE_GFLOPS, config.precision,
+                                 config.parallelism.cpu_affinity)
         mlflow.log_metrics(inference_headline(
             mlflow.MlflowClient().get_run(run_id).data.metrics))
         describe_active_run(f"Inference: {config.model} on {config.runtime}",

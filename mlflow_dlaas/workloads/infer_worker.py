@@ -32,7 +32,7 @@ from mlflow_dlaas.backends.builds import framework_builds
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
+from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.latency import CDF_POINTS, LatencyResult
@@ -42,19 +42,19 @@ from mlflow_dlaas.measured_process.lifeline import die_with_parent, exit_without
 from mlflow_dlaas.measured_process.main import serve
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
+    CORES_IN_USE,
     ENSEMBLE_SIZE,
     EQUIVALENCE_RULE_TAG,
     FORWARD_FLOPS,
-    FRACTION_OF_PEAK,
     LATENCY_P50,
     LATENCY_P99,
     LOAD_TIME,
     LOADGEN_RESULT_TAG,
     MEASURED_TIME,
     MULTI_STREAM_SAMPLES,
+    NOMINAL_PEAK_GFLOPS,
     OFFLINE_GFLOPS,
     PARAMETER_COUNT,
-    PEAK_GFLOPS,
     PEAK_TAG,
     QUERY_COUNT,
     RUNTIME_VERSION_TAG,
@@ -121,31 +121,30 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
 def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSource,
                     config: InferConfig, host: dict[str, Any]) -> None:
     """The model's FLOPs per sample (its spec's count, or a text model's), the GFLOP/s of the
-    best offline batch size, and that rate against the CPU's FP32 peak of the cores in use (a
-    batch size's own rate is its throughput times the FLOPs per sample)."""
+    best offline batch size (a batch size's rate is its throughput times the FLOPs per
+    sample), the cores it could use and their nominal FP32 peak; the entry holds the rate
+    against the measured ceiling afterwards (:mod:`~mlflow_dlaas.workloads.peak`)."""
     flops = source.flops_per_sample()
     if flops is None:
         channel.tags({PEAK_TAG: "no FLOPs: the user's own model has no spec to count them"})
         return
     figures = {FORWARD_FLOPS: float(flops)}
     rates = [flops * r.throughput_samples_per_s / 1e9 for s, _, r in measured if s == "offline"]
-    how = "no offline scenario: nothing to hold against the peak"
+    if not rates:
+        channel.tags({PEAK_TAG: "no offline scenario: nothing to hold against the peak"})
+    elif config.device != "cpu":
+        channel.tags({PEAK_TAG: f"no peak: only CPU peaks are measured, this run used "
+                                f"{config.device}"})
     if rates:
         figures[OFFLINE_GFLOPS] = max(rates)
+    if rates and config.device == "cpu":
         threads = None if config.instances > 1 else config.parallelism.intra_op_threads
-        peak, how = (fp32_peak_gflops(host, cores_in_use(host, threads))
-                     if config.device == "cpu" else
-                     (None, f"no peak: only CPU peaks are derived, this run used "
-                            f"{config.device}"))
-        if peak:
-            figures[PEAK_GFLOPS] = peak
-            fraction, over = fraction_of_peak(max(rates), peak)
-            if fraction is None:
-                how = over
-            else:
-                figures[FRACTION_OF_PEAK] = fraction
+        cores = cores_in_use(host, threads)
+        nominal, _ = fp32_peak_gflops(host, cores)
+        figures[CORES_IN_USE] = float(cores)
+        if nominal:
+            figures[NOMINAL_PEAK_GFLOPS] = nominal
     channel.metrics(figures)
-    channel.tags({PEAK_TAG: how})
 
 
 def _report_loadgen(channel: WorkerChannel, measured: Measured) -> None:

@@ -24,7 +24,7 @@ from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import Dataset, load_dataset
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError, WorkloadError
-from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops, fraction_of_peak
+from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
 from mlflow_dlaas.inference.sources.manifest import ONNX_DIR, log_reference
 from mlflow_dlaas.measured_process.channel import WorkerChannel, worker_dir
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
@@ -35,18 +35,18 @@ from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
     ACCURACY_NOT_MEASURED,
     ACCURACY_TAG,
+    CORES_IN_USE,
     CUMULATIVE_TRAIN_TIME,
     EPOCH_TEST_ACCURACY,
     EPOCH_THROUGHPUT,
     EPOCH_TIME,
     EPOCHS_COMPLETED,
     FORWARD_FLOPS,
-    FRACTION_OF_PEAK,
     FRAMEWORK_VERSION_TAG,
     MODEL_FLAVOR_TAG,
+    NOMINAL_PEAK_GFLOPS,
     ONNX_TAG,
     PARAMETER_COUNT,
-    PEAK_GFLOPS,
     PEAK_TAG,
     STEPS_COMPLETED,
     TARGET_REACHED,
@@ -116,17 +116,17 @@ def _prepare(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
 
 @dataclass(frozen=True)
 class ComputeCost:
-    """The model's FLOPs per sample and the peak of the cores the run uses (None: unknown)."""
+    """The model's FLOPs per sample."""
 
     forward_flops: int
     training_flops: int
-    peak_gflops: float | None
 
 
 def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainConfig,
               dataset: Dataset, trainer: Trainer, spec: ArchitectureSpec) -> ComputeCost:
     """Dataset, settings in force (read back here, in the measured process), fingerprint,
-    the model's FLOPs and the machine's peak."""
+    the model's FLOPs, the cores the run can use and their nominal peak (the entry holds
+    the train phase's rate against the measured ceiling afterwards)."""
     in_force = {**adapter.threads_in_force(), **process_settings_in_force()}
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
     channel.send("dataset", **dataset.input_report(config.data_dir))
@@ -134,18 +134,22 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     channel.tags({FRAMEWORK_VERSION_TAG: adapter.version(), **as_tags(host)})
     channel.artifacts(write_fingerprint(worker_dir() / FINGERPRINT_DIR, host), FINGERPRINT_DIR)
     shape, classes = dataset.input_shape, dataset.num_classes
-    cost = ComputeCost(spec.forward_flops(shape, classes), spec.training_flops(shape, classes),
-                       None)
+    cost = ComputeCost(spec.forward_flops(shape, classes), spec.training_flops(shape, classes))
+    figures: dict[str, float] = {PARAMETER_COUNT: trainer.parameter_count(),
+                                 FORWARD_FLOPS: cost.forward_flops,
+                                 TRAINING_FLOPS: cost.training_flops}
     if config.device == "cpu":
-        peak, how = fp32_peak_gflops(host, cores_in_use(host, in_force.get("intra_op_threads")))
-        cost = ComputeCost(cost.forward_flops, cost.training_flops, peak)
+        cores = cores_in_use(host, in_force.get("intra_op_threads"))
+        nominal, _ = fp32_peak_gflops(host, cores)
+        figures[CORES_IN_USE] = float(cores)
+        if nominal:
+            figures[NOMINAL_PEAK_GFLOPS] = nominal
     else:
-        how = f"no peak: only CPU peaks are derived, this run used {config.device}"
-    channel.metrics({PARAMETER_COUNT: trainer.parameter_count(),
-                     FORWARD_FLOPS: cost.forward_flops, TRAINING_FLOPS: cost.training_flops,
-                     **({PEAK_GFLOPS: cost.peak_gflops} if cost.peak_gflops else {})})
-    channel.tags({PEAK_TAG: how, **({} if dataset.measures_accuracy
-                                   else {ACCURACY_TAG: ACCURACY_NOT_MEASURED})})
+        channel.tags({PEAK_TAG: f"no peak: only CPU peaks are measured, this run used "
+                                f"{config.device}"})
+    channel.metrics(figures)
+    if not dataset.measures_accuracy:
+        channel.tags({ACCURACY_TAG: ACCURACY_NOT_MEASURED})
     report_libraries(channel, config.parallelism, adapter.name, adapter.native_library,
                      adapter.libraries_in_force())
     return cost
@@ -216,10 +220,7 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         EPOCHS_COMPLETED: float(epoch),
         STEPS_COMPLETED: float(steps),
     }
-    achieved, over_the_peak = _achieved(cost, samples, train_s, len(dataset.x_test), test_s)
-    final.update(achieved)
-    if over_the_peak:
-        channel.tags({PEAK_TAG: over_the_peak})
+    final.update(_achieved(cost, samples, train_s, len(dataset.x_test), test_s))
     if dataset.measures_accuracy:
         test_accuracy = accuracy_at_end
         final.update({TEST_ACCURACY: test_accuracy,
@@ -231,19 +232,14 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
 
 
 def _achieved(cost: ComputeCost, train_samples: int, train_s: float, test_samples: int,
-              test_s: float) -> tuple[dict[str, float], str]:
-    """GFLOP/s achieved in the train and test phases, and the train phase's fraction of the
-    peak where the peak is known; with why there is no fraction when the rate exceeds it."""
-    figures, over_the_peak = {}, ""
+              test_s: float) -> dict[str, float]:
+    """GFLOP/s achieved in the train and test phases."""
+    figures = {}
     if train_s:
         figures[TRAIN_GFLOPS] = cost.training_flops * train_samples / train_s / 1e9
-        if cost.peak_gflops:
-            fraction, over_the_peak = fraction_of_peak(figures[TRAIN_GFLOPS], cost.peak_gflops)
-            if fraction is not None:
-                figures[FRACTION_OF_PEAK] = fraction
     if test_s:
         figures[TEST_GFLOPS] = cost.forward_flops * test_samples / test_s / 1e9
-    return figures, over_the_peak
+    return figures
 
 
 def _accuracy(trainer: Trainer, dataset: Dataset, batch_size: int) -> float:

@@ -12,9 +12,16 @@ from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.measured_process.supervisor import run_worker
 from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
-from mlflow_dlaas.runs.schema import ENTRY_TAG, FRAMEWORK_TAG, WARNING_TAG, headline_text
+from mlflow_dlaas.runs.schema import (
+    ENTRY_TAG,
+    FRAMEWORK_TAG,
+    TRAIN_GFLOPS,
+    WARNING_TAG,
+    headline_text,
+)
 from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.runs.validity import disturbed_warning
+from mlflow_dlaas.workloads.peak import log_fraction_of_peak
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
     name_active_run,
@@ -54,6 +61,8 @@ def run_training(config: TrainConfig, launch: WorkerLaunch,
         log_new_params(run_id, config.as_params())
         _tag_intent(config)
         run_worker(launch, run_id, worker)
+        if config.device == "cpu":
+            log_fraction_of_peak(run_id, TRAIN_GFLOPS, "fp32", config.parallelism.cpu_affinity)
         describe_active_run(f"Training {config.framework} {config.model} on {config.dataset}",
                             _key_settings(config))
     finished = mlflow.MlflowClient().get_run(run_id)

@@ -69,13 +69,14 @@ def assert_trained_lenet5(client: mlflow.MlflowClient, run: mlflow.entities.Run,
 
 def assert_flops_and_peak(run: mlflow.entities.Run, model: str, shape: tuple[int, int, int],
                           classes: int) -> None:
-    """The spec's FLOPs, the rate achieved, and the peak it is held against (this machine
-    is x86: a peak can be derived, and the tag says how)."""
+    """The spec's FLOPs, the rate achieved, and the peak it is held against: the fp32 ceiling
+    measured on the cores in use (the tag says so), the nominal peak beside it."""
     m, spec = run.data.metrics, get_model(model)
     assert m["model_forward_flops_per_sample"] == spec.forward_flops(shape, classes)
     assert m["model_training_flops_per_sample"] == spec.training_flops(shape, classes)
     assert m["train_gflops_per_second"] > 0 and m["test_gflops_per_second"] > 0
-    assert m["cpu_fp32_peak_gflops_per_second"] > 0
-    assert 0 < m["fraction_of_peak"] <= 1
-    assert re.fullmatch(r"\d+ cores x [\d.]+ MHz x \d+ FP32 FLOPs/cycle \(.+\) = [\d.]+ "
-                        r"GFLOP/s", run.data.tags["dlaas.peak"]), run.data.tags["dlaas.peak"]
+    assert m["cpu_peak_gflops_per_second"] > 0 and m["cpu_nominal_fp32_peak_gflops_per_second"] > 0
+    assert m["cpu_cores_in_use"] >= 1
+    assert 0 < m["fraction_of_peak"] <= 1.05
+    assert re.fullmatch(r"measured fp32 ceiling of \d+ core\(s\): [\d.]+ GFLOP/s \(.+\)",
+                        run.data.tags["dlaas.peak"]), run.data.tags["dlaas.peak"]
