@@ -27,6 +27,7 @@ SMOKE = {
                            "--runtimes"],
     "monitor_fidelity.py": ["--megabytes", "50", "--cpu-seconds", "0.3"],
     "monitor_overhead.py": ["--rounds", "1", "--scale", "0.05"],
+    "openvino_peer.py": ["--model", "lenet5", "--rounds", "1", "--seconds", "1"],
     "server_capacity.py": ["--suts", "sleep", "--rounds", "1", "--min-queries", "100",
                            "--budget", "10"],
     "trial_overhead.py": ["--trials", "1", "--env-managers", "local"],

@@ -60,6 +60,40 @@ def open_onnx(path: Path, shapes: Shapes, dtypes: Dtypes) -> OpenedModel:
     return OpenedModel(specs, reference)
 
 
+def quantize_static_qdq(path: Path, calibration: np.ndarray | Feed) -> Path:
+    """int8 weights and activations ahead of time, as QuantizeLinear / DequantizeLinear pairs
+    (QDQ, which ONNX Runtime and OpenVINO both run in int8): activation ranges calibrated on
+    ``calibration`` (the reference inputs), weights per channel, unsigned activations and
+    signed weights (U8S8, x86's VNNI kernels)."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    if isinstance(calibration, Feed):
+        samples = [{k: v[i:i + 1] for k, v in calibration.arrays.items()}
+                   for i in range(len(calibration))]
+    else:
+        name = onnx.load(str(path), load_external_data=False).graph.input[0].name
+        samples = [{name: calibration[i:i + 1]} for i in range(len(calibration))]
+
+    class Samples(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.left = iter(samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.left, None)
+
+    out = path.with_name(path.stem + ".int8-static.onnx")
+    quantize_static(str(path), str(out), Samples(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    return out
+
+
 def _onnx_in_mlflow_model(folder: Path, flavor: dict) -> Path | None:
     path = folder / flavor.get("data", "model.onnx")
     return path if path.is_file() else None

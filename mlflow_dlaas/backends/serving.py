@@ -19,7 +19,8 @@ from mlflow_dlaas.parallelism import ParallelismSettings
 class InferenceOptions:
     """Runtime settings; each runtime refuses the ones it cannot honour."""
 
-    precision: str = "fp32"  # fp32 | fp16 (GPU) | int8 (ONNX Runtime dynamic quantization)
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (GPU) | int8
+    quantization: str = "dynamic"  # int8: dynamic | static (QDQ, calibrated)
     device: str = "cpu"
     graph_optimization_level: str = "all"  # ONNX Runtime: disable | basic | extended | all
     execution_mode: str = "sequential"  # ONNX Runtime: sequential | parallel

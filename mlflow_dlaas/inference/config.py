@@ -9,6 +9,7 @@ from typing import Any
 
 from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.hardware import emulated_bf16_reason
 from mlflow_dlaas.inference.instance_layout import check_layout
 from mlflow_dlaas.inference.model_uri import ModelUri, parse_model_uri
 from mlflow_dlaas.inference.sources.text_model import (
@@ -21,7 +22,10 @@ from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.runs.validity import ValidityThresholds
 
 SCENARIOS = ("single_stream", "multi_stream", "offline", "server", "ensemble")
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")
+#: How int8 is made: weights ahead, activations at run time (dynamic), or both ahead,
+#: calibrated on the reference inputs (static, QDQ)
+QUANTIZATIONS = ("dynamic", "static")
 ENSEMBLE_MODES = ("threads", "processes")
 #: Served fresh (no model_uri): an architecture of the registry, or a text model.
 FRESH_MODELS = (*sorted(MODELS), *TEXT_MODELS)
@@ -54,7 +58,8 @@ class InferConfig:
     #: > 1: every scenario served by this many pinned copies (inference.instances)
     instances: int = 1
     cores_per_instance: int = 0  # 0: the usable cores split evenly between the instances
-    precision: str = "fp32"
+    precision: str = "fp32"  # fp32 | bf16 (a CPU with native bf16, a GPU) | fp16 (GPU) | int8
+    quantization: str = "dynamic"  # int8: dynamic | static (QDQ, calibrated)
     device: str = "cpu"
     graph_optimization_level: str = "all"
     execution_mode: str = "sequential"
@@ -83,10 +88,12 @@ class InferConfig:
         if bad or not self.scenarios:
             raise ConfigError(f"scenarios: {bad or 'none'} not in {', '.join(SCENARIOS)}")
         for name, valid in (("precision", PRECISIONS), ("ensemble_mode", ENSEMBLE_MODES),
-                            ("device", ("cpu", "cuda"))):
+                            ("device", ("cpu", "cuda")), ("quantization", QUANTIZATIONS)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"{name} must be one of {', '.join(valid)}, "
                                   f"got {getattr(self, name)!r}")
+        if self.precision == "bf16" and self.device == "cpu" and emulated_bf16_reason():
+            raise ConfigError(f"precision bf16: {emulated_bf16_reason()}")
         if self.min_query_count < 1 or self.min_duration_s < 0 or self.warmup_queries < 0:
             raise ConfigError("min_query_count must be >= 1, min_duration_s and "
                               "warmup_queries >= 0")

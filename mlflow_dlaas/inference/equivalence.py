@@ -10,11 +10,14 @@ from mlflow_dlaas.errors import WorkloadError
 from mlflow_dlaas.runs.schema import (
     EQUIVALENCE_MAX_ABS_ERROR,
     EQUIVALENCE_MAX_RELATIVE_ERROR,
+    EQUIVALENCE_MEAN_RELATIVE_ERROR,
     EQUIVALENCE_TOP1_AGREEMENT,
 )
 
-#: Reduced precision is judged on agreement, not on digits.
-REDUCED_MAX_RELATIVE_ERROR = 0.25
+#: Reduced precision is judged on agreement, not on digits: the largest output deviation
+#: (over max |ref|) each precision may show, and the top-1 agreement every one must reach.
+#: int8's deviation is wider (a static QDQ LeNet-5 deviated by 0.30 with every top-1 kept).
+REDUCED_MAX_RELATIVE_ERROR = {"bf16": 0.25, "fp16": 0.25, "int8": 0.5}
 REDUCED_MIN_TOP1_AGREEMENT = 0.75
 
 
@@ -25,17 +28,20 @@ class Equivalence:
     top1_agreement: float
     passed: bool
     rule: str
+    mean_relative_error: float = 0.0  # mean |out - ref| / max |ref|
 
     def metrics(self) -> dict[str, float]:
         return {EQUIVALENCE_MAX_ABS_ERROR: self.max_abs_error,
                 EQUIVALENCE_MAX_RELATIVE_ERROR: self.max_relative_error,
+                EQUIVALENCE_MEAN_RELATIVE_ERROR: self.mean_relative_error,
                 EQUIVALENCE_TOP1_AGREEMENT: self.top1_agreement}
 
 
 def compare(outputs: np.ndarray, reference: np.ndarray, *, precision: str, rtol: float,
             atol: float) -> Equivalence:
-    """fp32: every output within ``atol + rtol * |ref|``; fp16/int8: relative error and
-    top-1 agreement within the reduced-precision bounds."""
+    """fp32: every output within ``atol + rtol * |ref|``; bf16 / fp16 / int8: relative error
+    and top-1 agreement within the reduced-precision bounds (the accuracy such a precision
+    costs is these figures, logged with every run)."""
     if outputs.shape != reference.shape:
         raise WorkloadError(f"output shape {outputs.shape} differs from the source "
                             f"framework's {reference.shape}")
@@ -50,11 +56,13 @@ def compare(outputs: np.ndarray, reference: np.ndarray, *, precision: str, rtol:
         passed = bool(np.all(diff <= atol + rtol * np.abs(reference)))
         rule = f"|out - ref| <= {atol} + {rtol} * |ref| everywhere"
     else:
-        passed = (float(diff.max()) / scale <= REDUCED_MAX_RELATIVE_ERROR
+        bound = REDUCED_MAX_RELATIVE_ERROR[precision]
+        passed = (float(diff.max()) / scale <= bound
                   and agreement >= REDUCED_MIN_TOP1_AGREEMENT)
-        rule = (f"max error <= {REDUCED_MAX_RELATIVE_ERROR} of max |ref| and top-1 "
-                f"agreement >= {REDUCED_MIN_TOP1_AGREEMENT}")
-    return Equivalence(float(diff.max()), float(diff.max()) / scale, agreement, passed, rule)
+        rule = (f"{precision}: max error <= {bound} of max |ref| and top-1 agreement >= "
+                f"{REDUCED_MIN_TOP1_AGREEMENT}")
+    return Equivalence(float(diff.max()), float(diff.max()) / scale, agreement, passed, rule,
+                       float(diff.mean()) / scale)
 
 
 def require(result: Equivalence, runtime: str, reference_framework: str) -> None:

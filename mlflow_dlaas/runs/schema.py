@@ -195,6 +195,7 @@ TRAIN_MEAN_CPU = f"train/{PHASE_MEAN_CPU}"
 # The output check against the reference framework
 EQUIVALENCE_MAX_ABS_ERROR = "equivalence/max_abs_error"
 EQUIVALENCE_MAX_RELATIVE_ERROR = "equivalence/max_relative_error"
+EQUIVALENCE_MEAN_RELATIVE_ERROR = "equivalence/mean_relative_error"
 EQUIVALENCE_TOP1_AGREEMENT = "equivalence/top1_agreement"
 # The whole run's process tree, as the monitor measured it; the worker as the kernel counted it
 RUN_CPU_TIME = f"run/{PROC_CPU_SECONDS}"
@@ -253,6 +254,10 @@ ALIASES: Mapping[str, Alias] = {
     "inference_throughput": Alias(INFERENCE_THROUGHPUT, "maximize",
                                   "offline inference samples per second"),
     "load_time": Alias(LOAD_TIME, "minimize", "time to load the model (s)"),
+    "top1_agreement": Alias(EQUIVALENCE_TOP1_AGREEMENT, "maximize",
+                            "share of samples whose top-1 class matches the fp32 reference's"),
+    "output_error": Alias(EQUIVALENCE_MAX_RELATIVE_ERROR, "minimize",
+                          "largest output deviation from the fp32 reference, over max |ref|"),
 }
 #: Names that meant two figures in earlier versions: which name to write instead.
 AMBIGUOUS: Mapping[str, str] = {

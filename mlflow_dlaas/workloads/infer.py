@@ -86,7 +86,7 @@ def run_inference(config: InferConfig) -> InferenceResult:
             config.runtime, plan.name, config.batch_sizes, config.parallelism,
             variant_label(device=config.device, jit_compile=config.jit_compile,
                           torch_compile=config.torch_compile,
-                          precision=config.precision, instances=config.instances)))
+                          precision=_precision_label(config), instances=config.instances)))
         params = config.as_params()
         log_new_params(run_id, params)
         mlflow.set_tags({ENTRY_TAG: "infer", RUNTIME_TAG: runtime.name})
@@ -112,13 +112,19 @@ def run_inference(config: InferConfig) -> InferenceResult:
                            disturbed_warning(finished.data.tags))
 
 
+def _precision_label(config: InferConfig) -> str:
+    """``int8-static`` where int8 was quantized ahead, else the precision."""
+    static = config.precision == "int8" and config.quantization == "static"
+    return f"{config.precision}-static" if static else config.precision
+
+
 def _key_settings(config: InferConfig) -> dict[str, object]:
     """The settings a person compares runs by (all are in the run's params)."""
     threads = config.parallelism
     served = config.model_uri.text if config.model_uri is not None else config.model
     return {"runtime": config.runtime, "model": served,
             "batch sizes": ",".join(map(str, config.batch_sizes)),
-            "scenarios": ", ".join(config.scenarios), "precision": config.precision,
+            "scenarios": ", ".join(config.scenarios), "precision": _precision_label(config),
             "intra-op threads": threads.intra_op_threads or "runtime default",
             "CPU affinity": ",".join(map(str, threads.cpu_affinity or ())) or "all cores"}
 

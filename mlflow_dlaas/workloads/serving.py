@@ -30,9 +30,9 @@ def prepared(runtime: InferenceRuntime, source: ModelSource, config: InferConfig
 
 
 def options_of(config: InferConfig) -> InferenceOptions:
-    return InferenceOptions(config.precision, config.device, config.graph_optimization_level,
-                            config.execution_mode, config.torch_compile, config.jit_compile,
-                            config.parallelism)
+    return InferenceOptions(config.precision, config.quantization, config.device,
+                            config.graph_optimization_level, config.execution_mode,
+                            config.torch_compile, config.jit_compile, config.parallelism)
 
 
 def loadgen_root() -> Path:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_dlaas._imports import import_optional
+from mlflow_dlaas.backends.onnx_files import quantize_static_qdq
 from mlflow_dlaas.backends.onnxruntime import build
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
@@ -83,8 +84,15 @@ class OnnxRuntimeRuntime(InferenceRuntime):
             raise ConfigError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}")
         if options.precision == "fp16" and options.device != "cuda":
             raise ConfigError("fp16 needs device=cuda; on the CPU use fp32 or int8")
-        if options.precision == "int8":
-            path = quantize_int8(path)
+        if options.precision == "bf16":
+            raise ConfigError("ONNX Runtime's CPU provider has no bf16 kernels for "
+                              "convolutions and most operators (bf16 is a CUDA provider "
+                              "type there): serve bf16 with openvino or pytorch")
+        quantization = "none"
+        if options.precision == "int8" and options.quantization == "static":
+            path, quantization = quantize_static_qdq(path, source.reference_inputs), "static QDQ"
+        elif options.precision == "int8":
+            path, quantization = quantize_int8(path), "dynamic (MatMul, Gemm)"
         elif options.precision == "fp16":
             path = to_fp16(path)
         so = ort.SessionOptions()
@@ -109,7 +117,8 @@ class OnnxRuntimeRuntime(InferenceRuntime):
                               f"{str(e).strip().splitlines()[0][:400]}") from None
         self._in_force = {"intra_op_threads": so.intra_op_num_threads or "default (cores)",
                           "inter_op_threads": so.inter_op_num_threads or "default",
-                          "providers": ",".join(session.get_providers())}
+                          "providers": ",".join(session.get_providers()),
+                          "quantization": quantization}
         name = session.get_inputs()[0].name
         run = session.run
         if source.user is not None:  # named inputs, in a Feed

@@ -71,7 +71,7 @@ class PyTorchRuntime(InferenceRuntime):
                                   " export with onnxruntime or openvino)")
             module = torch.load(_saved_model(source) / "data" / "model.pth", weights_only=False)
         device = torch.device(options.device)
-        dtype = torch.float16 if options.precision == "fp16" else torch.float32
+        dtype = _dtype(torch, options.precision)
         module = module.to(device=device, dtype=dtype).eval()
         if options.torch_compile:
             module = torch.compile(module)
@@ -86,7 +86,8 @@ class PyTorchRuntime(InferenceRuntime):
         def predict(x: np.ndarray) -> np.ndarray:
             with torch.inference_mode():
                 out = module(torch.from_numpy(x).to(device=device, dtype=dtype))
-                torch.cuda.synchronize()
+                if options.device == "cuda":
+                    torch.cuda.synchronize()
                 return out.float().cpu().numpy()
 
         return predict
@@ -100,9 +101,10 @@ class PyTorchRuntime(InferenceRuntime):
         assert user is not None
         module = load_torch(torch, user.kind, user.path)
         device = torch.device(options.device)
+        dtype = _dtype(torch, options.precision)
         module = module.to(device)
-        if options.precision == "fp16":
-            module = module.half()
+        if dtype != torch.float32:
+            module = module.to(dtype)
         if options.torch_compile:
             if isinstance(module, torch.jit.ScriptModule):
                 raise ConfigError(
@@ -111,11 +113,10 @@ class PyTorchRuntime(InferenceRuntime):
                     ".pt2 file) or log the eager module as an MLflow pytorch model")
             module = torch.compile(module)
         names = [s.name for s in user.inputs]
-        half = options.precision == "fp16"
 
         def tensor(a: np.ndarray) -> Any:
             t = torch.from_numpy(a).to(device)
-            return t.half() if half and t.is_floating_point() else t
+            return t.to(dtype) if t.is_floating_point() else t
 
         def predict(x: Any) -> np.ndarray:
             with torch.inference_mode():
@@ -125,6 +126,11 @@ class PyTorchRuntime(InferenceRuntime):
             return out
 
         return predict
+
+
+def _dtype(torch: Any, precision: str) -> Any:
+    """The module's and its floating inputs' dtype at ``precision`` (fp32, bf16, fp16)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
 
 
 def _saved_model(source: ModelSource) -> Path:

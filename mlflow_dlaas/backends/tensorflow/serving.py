@@ -60,8 +60,9 @@ class TensorFlowRuntime(InferenceRuntime):
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         tf = self.tf
         if options.precision != "fp32":
-            raise ConfigError("the tensorflow runtime runs fp32 here; int8 goes through "
-                              "onnxruntime, fp16 needs a GPU runtime")
+            raise ConfigError("the tensorflow runtime runs fp32 here; bf16 goes through "
+                              "pytorch or openvino, int8 through onnxruntime or openvino, "
+                              "fp16 needs a GPU runtime")
         if options.device == "cuda" and not tf.config.list_physical_devices("GPU"):
             raise ConfigError("device cuda requested, but TensorFlow sees no GPU here")
         if source.user is not None:

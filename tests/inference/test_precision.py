@@ -1,0 +1,100 @@
+"""Precision as a measured choice: int8 (static QDQ on ONNX Runtime and OpenVINO, dynamic on
+ONNX Runtime) and bf16 where the CPU has it, each with its accuracy cost against fp32."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from mlflow_dlaas.backends import InferenceOptions, get_runtime
+from mlflow_dlaas.backends.served_model import ModelSource
+from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.hardware import emulated_bf16_reason
+from mlflow_dlaas.inference import equivalence
+from mlflow_dlaas.inference.config import InferConfig
+from mlflow_dlaas.inference.sources.fresh import export_fresh, fresh_source
+from mlflow_dlaas.inference.sources.load import prepared_source
+from mlflow_dlaas.runs.goals import parse_asks
+from mlflow_dlaas.runs.schema import EQUIVALENCE_TOP1_AGREEMENT
+
+ONNX_RUNTIMES = ("onnxruntime", "openvino")
+
+
+def needs(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed here")
+
+
+def exported(directory: Path) -> ModelSource:
+    export_fresh("lenet5", "", 0, directory)
+    return prepared_source(directory)
+
+
+@pytest.mark.parametrize("runtime", ONNX_RUNTIMES)
+def test_static_int8_is_measured_against_fp32_on_both_onnx_runtimes(tmp_path: Path,
+                                                                    runtime: str) -> None:
+    needs("torch", "onnx", "onnxruntime", runtime)
+    source = exported(tmp_path)
+    served = get_runtime(runtime)
+    served.load()
+    predict = served.prepare(source, InferenceOptions(precision="int8",
+                                                      quantization="static"))
+    assert served.threads_in_force()["quantization"] == "static QDQ"
+    result = equivalence.compare(predict(source.reference_inputs), source.reference_outputs,
+                                 precision="int8", rtol=1e-3, atol=1e-4)
+    assert result.passed, result
+    assert 0 < result.max_relative_error < equivalence.REDUCED_MAX_RELATIVE_ERROR["int8"]
+    assert 0 < result.mean_relative_error <= result.max_relative_error
+    assert result.metrics()[EQUIVALENCE_TOP1_AGREEMENT] >= 0.75
+
+
+def test_openvino_int8_asks_for_static_quantization(tmp_path: Path) -> None:
+    needs("torch", "onnx", "openvino")
+    source = exported(tmp_path)
+    served = get_runtime("openvino")
+    served.load()
+    with pytest.raises(ConfigError, match="add -P quantization=static"):
+        served.prepare(source, InferenceOptions(precision="int8"))
+
+
+def test_bf16_where_the_cpu_emulates_it_is_refused_with_the_reason() -> None:
+    if not emulated_bf16_reason():
+        pytest.skip("this CPU has native bf16: bf16 is measured here")
+    with pytest.raises(ConfigError, match=r"precision bf16: this CPU has no native bf16 "
+                                          r"\(avx512_bf16 or amx_bf16\)"):
+        InferConfig("openvino", precision="bf16")
+
+
+@pytest.mark.parametrize("runtime", ("pytorch", "openvino"))
+def test_bf16_is_served_and_its_cost_measured_where_the_cpu_has_it(tmp_path: Path,
+                                                                   runtime: str) -> None:
+    reason = emulated_bf16_reason()
+    if reason:
+        pytest.skip(reason)
+    needs("torch", "onnx", runtime)
+    served = get_runtime(runtime)
+    served.load()
+    source = (exported(tmp_path) if runtime == "openvino"
+              else fresh_source(served, "lenet5", "", 0))
+    predict = served.prepare(source, InferenceOptions(precision="bf16"))
+    result = equivalence.compare(predict(source.reference_inputs), source.reference_outputs,
+                                 precision="bf16", rtol=1e-3, atol=1e-4)
+    assert result.passed and result.max_abs_error > 0, result
+
+
+def test_onnx_runtime_says_it_has_no_bf16_on_the_cpu(tmp_path: Path) -> None:
+    needs("torch", "onnx", "onnxruntime")
+    source = exported(tmp_path)
+    served = get_runtime("onnxruntime")
+    served.load()
+    with pytest.raises(ConfigError, match="no bf16 kernels"):
+        served.prepare(source, InferenceOptions(precision="bf16"))
+
+
+def test_an_accuracy_bound_on_the_agreement_with_fp32_is_a_constraint() -> None:
+    ((_, (bound,)),) = parse_asks(("inference_throughput",), ("top1_agreement>=0.99",))
+    assert bound.metric == EQUIVALENCE_TOP1_AGREEMENT and bound.value == 0.99
+    assert bound.holds(1.0) and not bound.holds(0.98)
