@@ -9,6 +9,7 @@ from mlflow_dlaas.parallelism import ParallelismSettings
 from mlflow_dlaas.workloads.run_description import (
     inference_run_name,
     name_active_run,
+    note,
     training_run_name,
     variant_label,
 )
@@ -38,3 +39,15 @@ def test_a_run_name_carries_what_changes_the_figures() -> None:
         "pytorch-resnet18-bs1,8-t2-compile-fp16-x2"
     assert variant_label(device="cuda", hybridize=False) == "-cuda-imperative"
     assert variant_label() == ""
+
+
+def test_the_description_starts_with_the_answer() -> None:
+    """What the MLflow UI shows before "Show more": the headline figures with their units
+    and whether the measurement is valid, before any setting."""
+    text = note("Inference: lenet5 on onnxruntime", {"runtime": "onnxruntime"},
+                {"single_stream, batch 1": "p50 0.2 ms"}, "valid",
+                {"single-stream p50": "0.21 ms", "offline throughput": "8300 samples/s"})
+    first, _, third = text.splitlines()[:3]
+    assert first == ("single-stream p50 **0.21 ms** · offline throughput **8300 samples/s**")
+    assert third == "Measurement: **valid**."
+    assert text.index("| figure |") < text.index("| setting |")

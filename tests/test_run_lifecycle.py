@@ -134,6 +134,9 @@ def test_an_entry_stopped_mid_import_says_so_in_one_line(tracking: str, after_s:
     _, stderr = proc.communicate(timeout=120)
     if proc.returncode == 0:
         pytest.skip("the entry ended before the stop (a fast machine)")
+    if proc.returncode == -signal.SIGTERM and not stderr:
+        pytest.skip("the stop arrived before the interpreter had started the entry (a busy "
+                    "machine): the default action ended it, before any run or handler existed")
     assert "Traceback" not in stderr, stderr[-3000:]
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     assert len(stderr.strip().splitlines()) <= 3, stderr[-3000:]

@@ -70,7 +70,7 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
         ids, query, scope = (found.experiment_id,), "", f"experiment {experiment}"
     else:
         ids = tuple(e.experiment_id for e in _experiments(client))
-        query, scope = f"tags.`dlaas.study` = '{_quoted(study)}'", f"study {study}"
+        query, scope = f"tags.`dlaas.study` = '{quoted(study)}'", f"study {study}"
     runs = [r for r in _search(client, ids, query)
             if r.data.tags.get(ROLE_TAG) not in NOT_MEASUREMENTS
             and r.data.tags.get(ENTRY_TAG) not in NOT_MEASUREMENTS
@@ -114,7 +114,7 @@ def _study_names(client: MlflowClient, ids: tuple[str, ...]) -> list[str]:
     return sorted({r.data.tags.get(STUDY_TAG, "") for r in parents} - {""})
 
 
-def _quoted(value: str) -> str:
+def quoted(value: str) -> str:
     return value.replace("'", "\\'")
 
 

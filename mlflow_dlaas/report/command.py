@@ -11,13 +11,14 @@ from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError
 from mlflow_dlaas.redaction import redact_uri
-from mlflow_dlaas.report.collect import RunTable, collect_runs
+from mlflow_dlaas.report.collect import RunTable, collect_runs, quoted
 from mlflow_dlaas.report.hosts import pick_host
 from mlflow_dlaas.report.publish import Written, default_output, log_report_run, write_report
 from mlflow_dlaas.report.recommend import Recommendation, recommend_each_workload
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.runs.goals import parse_asks
+from mlflow_dlaas.runs.schema import ROLE_TAG, STUDY_TAG
 from mlflow_dlaas.runs.tracking import configure_tracking
 
 
@@ -41,6 +42,8 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
     asks: list[Ask] = parse_asks(objectives, constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
+    if study is not None and not objectives:
+        asks = study_asks(client, study)
     if table.finished.empty:  # one contract: nothing to compare is exit 1, nothing logged
         raise NothingToCompareError(
             f"nothing to compare: {table.scope} holds no finished measured run; run a "
@@ -59,6 +62,21 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
                           "--output a folder you can write to") from None
     run_id = log_report_run(client, report, written, _home_experiment(table)) if log_run else None
     return written, run_id
+
+
+def study_asks(client: MlflowClient, study: str) -> list[Ask]:
+    """The study's own objectives, each with its constraints, as its parent run records them
+    (``objectives``: ``minimize:KEY,...``; ``constraints``: ``NAME OP VALUE; ...``)."""
+    parents = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        f"tags.`{STUDY_TAG}` = '{quoted(study)}' and tags.`{ROLE_TAG}` = 'study'", max_results=1)
+    if not parents:
+        return []
+    params = parents[0].data.params
+    objectives = tuple(f"{direction[:3]}:{metric}" for direction, _, metric in
+                       (o.partition(":") for o in params.get("objectives", "").split(",") if o))
+    bounds = tuple(c.strip() for c in params.get("constraints", "").split(";") if c.strip())
+    return parse_asks(objectives, bounds)
 
 
 def recommend_command(*, experiment: str | None, study: str | None, objective: str,

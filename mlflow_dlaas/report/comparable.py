@@ -3,11 +3,12 @@ nuisance; matched comparisons between two settings; effects between groups of ru
 
 - The **workload** is the task itself: the entry point (train, infer, your project), the
   host, the model, the data, the input shape or sequence length, how long it trains
-  (epochs, max_steps), the precision, what defines a scenario. Runs
+  (epochs, max_steps), what defines a scenario. Runs
   of two workloads are never compared: a report answers each workload on its own.
 - The **factors** are what a question varies: the framework or runtime, threads, the
   parallel libraries, hyper-parameters (the training batch size among them: a study chooses
-  it), the inference batch size, every other param.
+  it), the inference batch size, the precision (its accuracy cost is the runs' own
+  ``equivalence/*`` figures, shown beside its speed), every other param.
 - **Nuisance** tells replicates apart or restates a result: the seed, the replicate, the
   monitor's interval, query counts, the settings read back (``in_force_*``).
 
@@ -28,7 +29,7 @@ from mlflow_dlaas.report.formatting import setting_text
 #: params of the task itself, for every entry point
 WORKLOAD_PARAMS = ("architecture", "model", "dataset", "data_dir", "input_shape",
                    "input_dtype", "input_data", "sequence_length", "epochs", "max_steps",
-                   "precision", "target_accuracy",
+                   "target_accuracy",
                    "multi_stream_samples", "server_p99_bound_ms", "server_target_qps",
                    "server_max_batch", "server_max_wait_ms", "ensemble_size", "ensemble_mode")
 #: params that tell replicates apart or do not change what is measured

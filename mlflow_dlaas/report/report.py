@@ -10,7 +10,13 @@ from typing import TypeVar
 import pandas as pd
 from mlflow import MlflowClient
 
-from mlflow_dlaas.report import inference_plots, peak_plots, resource_plots, training_plots
+from mlflow_dlaas.report import (
+    inference_plots,
+    peak_plots,
+    resource_plots,
+    roofline,
+    training_plots,
+)
 from mlflow_dlaas.report.collect import RunTable
 from mlflow_dlaas.report.derived import (
     PEAK_MEMORY,
@@ -186,21 +192,30 @@ TABLE_BUILDERS: tuple[tuple[str, Callable[[Workloads], ComparisonTable | None]],
     ("Project parallel libraries table",
      lambda work: libraries_table(work.project, PROJECT_MEASURES, PROJECT_TITLE)),
 )
-#: Every plot, in the report's order: (part name, builder of the plot or its missing reason).
-PLOT_BUILDERS: tuple[tuple[str, Callable[[MlflowClient, Workloads], Plot]], ...] = (
-    ("time_to_accuracy_curves",
+#: Every plot, in the report's order: (part name, the entry points whose runs it draws
+#: (any: every run), builder of the plot or its missing reason). A plot whose runs the
+#: section has none of is not listed at all (a project study's report shows no training
+#: curves "not drawn").
+TRAIN, INFER, ANY = ("train",), ("infer",), ()
+PLOT_BUILDERS: tuple[tuple[str, tuple[str, ...],
+                           Callable[[MlflowClient, Workloads], Plot]], ...] = (
+    ("time_to_accuracy_curves", TRAIN,
      lambda client, work: training_plots.time_to_accuracy_curves(client, work.train)),
-    ("accuracy_vs_time", lambda client, work: training_plots.accuracy_vs_time(work.train)),
-    ("fraction_of_peak",
+    ("accuracy_vs_time", TRAIN, lambda client, work: training_plots.accuracy_vs_time(work.train)),
+    ("fraction_of_peak", TRAIN + INFER,
      lambda client, work: peak_plots.fraction_of_peak(work.train, work.runs_of("infer"))),
-    ("versus_batch_size", lambda client, work: inference_plots.versus_batch_size(work.inference)),
-    ("versus_threads", lambda client, work: inference_plots.versus_threads(work.inference)),
-    ("latency_cdfs", lambda client, work: inference_plots.latency_cdfs(client, work.inference)),
-    ("versus_offered_load",
+    ("roofline", INFER, lambda client, work: roofline.roofline(work.runs_of("infer"))),
+    ("versus_batch_size", INFER,
+     lambda client, work: inference_plots.versus_batch_size(work.inference)),
+    ("versus_threads", INFER, lambda client, work: inference_plots.versus_threads(work.inference)),
+    ("latency_cdfs", INFER,
+     lambda client, work: inference_plots.latency_cdfs(client, work.inference)),
+    ("versus_offered_load", INFER,
      lambda client, work: inference_plots.versus_offered_load(client, work.inference)),
-    ("timelines", lambda client, work: resource_plots.timelines(client, work.all)),
-    ("correlation_heatmap", lambda client, work: resource_plots.correlation_heatmap(work.all)),
-    ("energy_vs_throughput",
+    ("timelines", ANY, lambda client, work: resource_plots.timelines(client, work.all)),
+    ("correlation_heatmap", ANY,
+     lambda client, work: resource_plots.correlation_heatmap(work.all)),
+    ("energy_vs_throughput", TRAIN + INFER,
      lambda client, work: resource_plots.energy_vs_throughput(work.train, work.inference)),
 )
 
@@ -211,7 +226,8 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask
     parts = _Guarded()
     tables = [t for name, build in TABLE_BUILDERS
               if (t := parts.build(name, lambda b=build: b(work))) is not None]
-    plots = [p for name, build in PLOT_BUILDERS
+    plots = [p for name, entries, build in PLOT_BUILDERS
+             if not entries or any(len(work.runs_of(e)) for e in entries)
              if (p := parts.build(f"plot {name}", lambda b=build: b(client, work))) is not None]
     answers = [found for goal, bounds in asks + default_asks(client, work)
                if (found := parts.build(f"recommendation {goal.text}", lambda g=goal, b=bounds:

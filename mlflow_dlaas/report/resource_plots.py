@@ -83,9 +83,13 @@ def correlation_heatmap(runs: pd.DataFrame) -> Plot:
     if len(runs) < 3 or not settings or not outcomes:
         return missing(name, title, "needs at least 3 runs with a numeric setting that varies "
                        "(threads, batch size, learning rate ...) and resource metrics")
+    settings, confounded = _independent(settings)
     frame = pd.DataFrame({**settings, **outcomes})
     matrix = frame.corr(method="spearman", min_periods=MIN_PAIRS)
     matrix = matrix.loc[list(settings), list(outcomes)]
+    confounds = ("; settings that never varied apart (their effects cannot be told apart) "
+                 "are one row: " + "; ".join(" = ".join(group) for group in confounded)
+                 ) if confounded else ""
 
     def paint(figure: Figure) -> None:
         ax = figure.add_subplot()
@@ -98,8 +102,25 @@ def correlation_heatmap(runs: pd.DataFrame) -> Plot:
         figure.colorbar(image, ax=ax, label="Spearman rho")
 
     return draw(name, title, f"{len(runs)} finished runs; blank cells: a pair measured "
-                f"together in fewer than {MIN_PAIRS} runs.", paint,
+                f"together in fewer than {MIN_PAIRS} runs{confounds}.", paint,
                 size=(8, 2.7 + 0.5 * len(matrix.index)))
+
+
+def _independent(settings: dict[str, pd.Series]
+                 ) -> tuple[dict[str, pd.Series], list[tuple[str, ...]]]:
+    """The settings with those that never varied apart (rank-correlated +-1 over every run
+    that has both) merged into one row named ``a = b``, and those groups."""
+    names = list(settings)
+    ranks = pd.DataFrame(settings).corr(method="spearman", min_periods=MIN_PAIRS)
+    groups: list[list[str]] = []
+    for name in names:
+        group = next((g for g in groups if abs(ranks.loc[g[0], name]) > 1 - 1e-9), None)
+        if group is None:
+            groups.append([name])
+        else:
+            group.append(name)
+    merged = {" = ".join(g): settings[g[0]] for g in groups}
+    return merged, [tuple(g) for g in groups if len(g) > 1]
 
 
 def energy_vs_throughput(train: pd.DataFrame, inference: pd.DataFrame) -> Plot:

@@ -51,6 +51,8 @@ INFERENCE_COLUMNS = (
     Column("throughput (samples/s)", schema.INFERENCE_THROUGHPUT),
     Column("offline p99 (ms)", schema.scenario_key("offline", schema.LATENCY_P99)),
     Column("load time (s)", schema.LOAD_TIME),
+    Column("top-1 agreement with the reference", schema.EQUIVALENCE_TOP1_AGREEMENT),
+    Column("output deviation (of max |ref|)", schema.EQUIVALENCE_MAX_RELATIVE_ERROR),
     Column("peak memory (MB)", PEAK_MEMORY),
     Column("energy per 1,000, whole run (J)", ENERGY_PER_1000),
 )

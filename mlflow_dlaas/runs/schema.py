@@ -93,6 +93,11 @@ NOMINAL_PEAK_GFLOPS = "cpu_nominal_fp32_peak_gflops_per_second"
 CORES_IN_USE = "cpu_cores_in_use"
 #: The memory bandwidth measured with the ceilings (a triad, one thread)
 MEMORY_BANDWIDTH = "cpu_memory_bandwidth_gb_per_second"
+#: Inference: the bytes one sample moves at the least, beside the weights a batch shares:
+#: every layer's output written and read once, in fp32 (the roofline's intensity)
+ACTIVATION_BYTES = "model_activation_bytes_per_sample"
+#: Inference: the weights' bytes in fp32, read once per batch
+WEIGHT_BYTES = "model_weight_bytes"
 #: Inference: the best offline batch size's
 OFFLINE_GFLOPS = "offline_gflops_per_second"
 #: Training: the train phase's; inference: the best offline batch size's; over PEAK_GFLOPS

@@ -301,7 +301,8 @@ def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, create
               "n_trials": spec.n_trials, "timeout_s": spec.timeout_s,
               "replicates": spec.replicates, "replicate_seeds": spec.replicate_seeds,
               "env_manager": spec.env_manager,
-              "objectives": ",".join(f"{o.direction}:{o.metric}" for o in spec.objectives)}
+              "objectives": ",".join(f"{o.direction}:{o.metric}" for o in spec.objectives),
+              "constraints": "; ".join(b.text for b in spec.constraints)}
     params.update({f"fixed.{k}": v for k, v in spec.fixed.items()})
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     study.set_user_attr(PARENT_ATTR, run.info.run_id)

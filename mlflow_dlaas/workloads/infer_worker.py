@@ -42,6 +42,7 @@ from mlflow_dlaas.measured_process.lifeline import die_with_parent, exit_without
 from mlflow_dlaas.measured_process.main import serve
 from mlflow_dlaas.parallelism import process_settings_in_force
 from mlflow_dlaas.runs.schema import (
+    ACTIVATION_BYTES,
     CORES_IN_USE,
     ENSEMBLE_SIZE,
     EQUIVALENCE_RULE_TAG,
@@ -61,6 +62,7 @@ from mlflow_dlaas.runs.schema import (
     SAMPLES_TOTAL,
     SCENARIO_RULES_TAG,
     THROUGHPUT,
+    WEIGHT_BYTES,
     scenario_key,
 )
 from mlflow_dlaas.workloads.instance_processes import InstanceLayout
@@ -129,6 +131,10 @@ def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSou
         channel.tags({PEAK_TAG: "no FLOPs: the user's own model has no spec to count them"})
         return
     figures = {FORWARD_FLOPS: float(flops)}
+    if source.spec is not None:  # what the roofline needs: the bytes a sample moves
+        shape, classes = source.input_shape, source.num_classes
+        figures[ACTIVATION_BYTES] = 8.0 * source.spec.activation_elements(shape, classes)
+        figures[WEIGHT_BYTES] = 4.0 * source.spec.parameter_count(shape, classes)
     rates = [flops * r.throughput_samples_per_s / 1e9 for s, _, r in measured if s == "offline"]
     if not rates:
         channel.tags({PEAK_TAG: "no offline scenario: nothing to hold against the peak"})

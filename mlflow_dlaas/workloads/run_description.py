@@ -106,14 +106,18 @@ def _batch_order(key: str) -> tuple[str, int, str]:
 
 
 def note(title: str, settings: Mapping[str, object], figures: Mapping[str, str],
-         validity: str) -> str:
-    """The run's description: its title, settings and figures as Markdown tables."""
-    lines = [f"### {title}", "", "| setting | value |", "| --- | --- |"]
-    lines += [f"| {k} | {v} |" for k, v in settings.items() if v not in (None, "", ())]
-    lines += ["", "| figure | value |", "| --- | --- |"]
+         validity: str, headline: Mapping[str, str] | None = None) -> str:
+    """The run's description, the answer first: the ``headline`` figures with their units
+    and the measurement's validity in its first lines (what the MLflow UI shows before "Show
+    more"), then the title, the figures and the settings as Markdown tables."""
+    answer = " · ".join(f"{label} **{value}**" for label, value in (headline or {}).items())
+    lines = [answer or "no headline figure", "", f"Measurement: **{validity}**.", "",
+             f"### {title}", "", "| figure | value |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in figures.items()]
-    lines += ["", f"Measurement: **{validity}**. Every other statistic is in the "
-                  "`summary.json` artifact; the resource timeline in `monitor/timeline.png`."]
+    lines += ["", "| setting | value |", "| --- | --- |"]
+    lines += [f"| {k} | {v} |" for k, v in settings.items() if v not in (None, "", ())]
+    lines += ["", "Every other statistic is in the `summary.json` artifact; the resource "
+                  "timeline in `monitor/timeline.png`."]
     return "\n".join(lines)
 
 
@@ -123,4 +127,5 @@ def describe_active_run(title: str, settings: Mapping[str, object]) -> None:
     validity = run.data.tags.get(VALIDITY_TAG, "not judged")
     reason = run.data.tags.get(VALIDITY_REASON_TAG, "")
     mlflow.set_tag(NOTE_TAG, note(title, settings, headline_figures(run.data.metrics),
-                                  f"{validity}" + (f" ({reason})" if reason else "")))
+                                  f"{validity}" + (f" ({reason})" if reason else ""),
+                                  headline_text(run.data.metrics)))

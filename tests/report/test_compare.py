@@ -48,7 +48,8 @@ def test_report_has_both_papers_tables_and_the_plots(report_dir: Path) -> None:
     drawn = re.findall(r"<figure id='(\w+)'>.*?src='data:image/png;base64,", html)
     assert set(drawn) >= {"time_to_accuracy", "accuracy_vs_train_time",
                           "inference_vs_batch_size", "inference_vs_threads", "latency_cdf",
-                          "resource_timelines", "settings_correlation", "fraction_of_peak"}
+                          "resource_timelines", "settings_correlation", "fraction_of_peak",
+                          "roofline"}
     assert "Not drawn: no run measured energy" in html  # no RAPL / GPU here: said, not fatal
     assert "1 failed" in html
     assert (report_dir / "plots" / "latency_cdf.png").stat().st_size > 1000

@@ -158,3 +158,22 @@ def test_a_recommendation_names_an_unset_thread_count_as_the_tables_do() -> None
     answer = recommend(runs, parse_goal("train_time"))
     assert answer.best == {"system": "mxnet", "intra_op_threads": "default (1)"}
     assert answer.winner() == "mxnet with intra_op_threads=default (1)"
+
+
+def test_a_study_report_answers_the_studys_own_objectives(tracking: str) -> None:
+    """A project study's parent run records its objectives and constraints; ``compare --study``
+    asks them when the user asks nothing else."""
+    import mlflow
+
+    from mlflow_dlaas.report.command import study_asks
+    from mlflow_dlaas.runs.schema import ROLE_TAG, STUDY_TAG
+
+    with mlflow.start_run(tags={ROLE_TAG: "study", STUDY_TAG: "fit-study"}):
+        mlflow.log_params({"objectives": "minimize:wall_time_seconds,"
+                                         "maximize:Headline/test_accuracy",
+                           "constraints": "peak_memory<=2GiB"})
+    asks = study_asks(mlflow.MlflowClient(), "fit-study")
+    assert [(goal.metric, goal.direction) for goal, _ in asks] == [
+        ("wall_time_seconds", "minimize"), ("Headline/test_accuracy", "maximize")]
+    assert all(bound.text == "peak_memory<=2GiB" for _, bounds in asks for bound in bounds)
+    assert study_asks(mlflow.MlflowClient(), "no such study") == []
