@@ -35,7 +35,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     target_accuracy: float = 0.95
-    warmup_steps: int = 5
+    warmup_steps: int = 5  # at most; the warm-up ends earlier once step times settle
+    warmup_budget_s: float = 30.0  # and once it has taken this long
     device: str = "cpu"
     jit_compile: bool = False
     channels_last: bool = False
@@ -68,6 +69,8 @@ class TrainConfig:
             (0 < self.target_accuracy <= 1,
              f"target_accuracy must be in (0, 1], got {self.target_accuracy}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}"),
+            (self.warmup_budget_s > 0, f"warmup_budget_s must be > 0, got "
+                                       f"{self.warmup_budget_s}"),
             (self.max_steps == 0 or self.max_steps >= self.warmup_steps,
              f"max_steps={self.max_steps} measures fewer steps than the {self.warmup_steps} "
              "unmeasured warm-up steps before them: raise max_steps or lower warmup_steps"),

@@ -34,6 +34,7 @@ WORKLOAD_PARAMS = ("architecture", "model", "dataset", "data_dir", "input_shape"
                    "server_max_batch", "server_max_wait_ms", "ensemble_size", "ensemble_mode")
 #: params that tell replicates apart or do not change what is measured
 NUISANCE_PARAMS = ("seed", "monitor_interval", "stall_timeout_s", "log_model", "warmup_steps",
+                   "warmup_budget_s",
                    "min_query_count", "min_duration_s", "warmup_queries", "rtol", "atol",
                    "batch_sizes", "scenarios")
 #: prefixes of nuisance params: read-back settings and the validity check's thresholds

@@ -89,8 +89,11 @@ TEST_GFLOPS = "test_gflops_per_second"
 PEAK_GFLOPS = "cpu_peak_gflops_per_second"
 #: cores x clock x FP32 FLOPs per cycle, as /proc/cpuinfo and cpufreq say (below a VM's turbo)
 NOMINAL_PEAK_GFLOPS = "cpu_nominal_fp32_peak_gflops_per_second"
-#: The physical cores the run could use (its affinity, at most its intra-op threads)
-CORES_IN_USE = "cpu_cores_in_use"
+#: The physical cores the run could use (its affinity, at most its intra-op threads), a param
+CORES_IN_USE = "in_force_cores"
+#: Training: the warm-up's steps and why it ended (settled, its step cap, its time budget)
+WARMUP_STEPS_TAKEN = "in_force_warmup_steps"
+WARMUP_ENDED = "in_force_warmup_ended"
 #: The memory bandwidth measured with the ceilings (a triad, one thread)
 MEMORY_BANDWIDTH = "cpu_memory_bandwidth_gb_per_second"
 #: Inference: the bytes one sample moves at the least, beside the weights a batch shares:

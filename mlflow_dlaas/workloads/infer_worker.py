@@ -147,7 +147,7 @@ def _report_compute(channel: WorkerChannel, measured: Measured, source: ModelSou
         threads = None if config.instances > 1 else config.parallelism.intra_op_threads
         cores = cores_in_use(host, threads)
         nominal, _ = fp32_peak_gflops(host, cores)
-        figures[CORES_IN_USE] = float(cores)
+        channel.params({CORES_IN_USE: cores})
         if nominal:
             figures[NOMINAL_PEAK_GFLOPS] = nominal
     channel.metrics(figures)

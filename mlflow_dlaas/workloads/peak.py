@@ -45,11 +45,13 @@ def judge_peak(achieved_gflops: float, precision: str, ceilings: Ceilings | None
 def log_fraction_of_peak(run_id: str, achieved_key: str, precision: str,
                          affinity: Sequence[int] | None) -> None:
     """Log the run's fraction of the ceiling, where its worker logged ``achieved_key`` and
-    the cores it used (a CPU run with a model whose FLOPs are counted)."""
-    metrics: Mapping[str, float] = mlflow.MlflowClient().get_run(run_id).data.metrics
-    if achieved_key not in metrics or CORES_IN_USE not in metrics:
+    the cores it used (param ``in_force_cores``; a CPU run with a model whose FLOPs are
+    counted)."""
+    data = mlflow.MlflowClient().get_run(run_id).data
+    metrics: Mapping[str, float] = data.metrics
+    if achieved_key not in metrics or CORES_IN_USE not in data.params:
         return
-    cores, achieved = int(metrics[CORES_IN_USE]), metrics[achieved_key]
+    cores, achieved = int(data.params[CORES_IN_USE]), metrics[achieved_key]
     nominal = metrics.get(NOMINAL_PEAK_GFLOPS)
     figures, how = judge_peak(achieved, precision, cached_ceilings(cores, affinity), nominal)
     if FRACTION_OF_PEAK not in figures and PEAK_GFLOPS in figures:  # measured low: again

@@ -62,10 +62,14 @@ from mlflow_dlaas.runs.schema import (
     TRAIN_THROUGHPUT,
     TRAIN_TIME,
     TRAINING_FLOPS,
+    WARMUP_ENDED,
+    WARMUP_STEPS_TAKEN,
     WARMUP_TIME,
 )
 from mlflow_dlaas.workloads.library_report import report_libraries
+from mlflow_dlaas.workloads.progress import Progress
 from mlflow_dlaas.workloads.shuffled_feed import train_in_order
+from mlflow_dlaas.workloads.warmup import warm_up
 
 log = logging.getLogger(__name__)
 #: The smallest batch evaluation runs in, so that a run training at batch 1 does not evaluate
@@ -141,7 +145,7 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     if config.device == "cpu":
         cores = cores_in_use(host, in_force.get("intra_op_threads"))
         nominal, _ = fp32_peak_gflops(host, cores)
-        figures[CORES_IN_USE] = float(cores)
+        channel.params({CORES_IN_USE: cores})
         if nominal:
             figures[NOMINAL_PEAK_GFLOPS] = nominal
     else:
@@ -162,10 +166,12 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
     if config.warmup_steps:
         with channel.phase("warmup"):
             t0 = time.perf_counter()
-            train_in_order(trainer, dataset.x_train, dataset.y_train,
-                           rng.permutation(len(dataset.x_train)), config.batch_size,
-                           config.warmup_steps)
+            warmup = warm_up(trainer, dataset.x_train, dataset.y_train,
+                             rng.permutation(len(dataset.x_train)), config.batch_size,
+                             config.warmup_steps, config.warmup_budget_s)
             warmup_s = time.perf_counter() - t0
+        channel.params({WARMUP_STEPS_TAKEN: warmup.steps, WARMUP_ENDED: warmup.why})
+        log.info("warm-up: %d step(s) in %.1f s (%s)", warmup.steps, warmup_s, warmup.why)
     train_s = 0.0
     steps = epoch = samples = 0
     time_to_accuracy: float | None = None
@@ -176,10 +182,12 @@ def _train_and_evaluate(channel: WorkerChannel, trainer: Trainer, config: TrainC
         epoch += 1
         order = rng.permutation(len(dataset.x_train))
         remaining = config.max_steps - steps if config.max_steps else None
+        planned = -(-len(order) // config.batch_size)
+        progress = Progress(f"train epoch {epoch}", min(planned, remaining or planned))
         with channel.phase("train"):
             t0 = time.perf_counter()
             stats = train_in_order(trainer, dataset.x_train, dataset.y_train, order,
-                                   config.batch_size, remaining)
+                                   config.batch_size, remaining, progress)
             epoch_s = time.perf_counter() - t0
         train_s += epoch_s
         steps += stats.steps
