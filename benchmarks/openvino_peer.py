@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def ours(onnx: Path, precision: str, threads: int, seconds: float, store: Path
     """Our infer entry point's batch-1 p50 and batch-32 offline throughput."""
     import mlflow
 
-    experiment = f"peer-{os.getpid()}-{len(list(store.glob('*')))}"
+    experiment = f"peer-{uuid.uuid4().hex[:12]}"  # one run each
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store / 'mlflow.db'}",
            "MLFLOW_EXPERIMENT_NAME": experiment, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-m", "mlflow_dlaas.workloads.infer", "--runtime",

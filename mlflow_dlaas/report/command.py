@@ -44,11 +44,7 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
     table = collect_runs(client, experiment=experiment, study=study)
     if study is not None and not objectives:
         asks = study_asks(client, study)
-    if table.finished.empty:  # one contract: nothing to compare is exit 1, nothing logged
-        raise NothingToCompareError(
-            f"nothing to compare: {table.scope} holds no finished measured run; run a "
-            "workload or a study into it first (mlflow run projects/<framework> ..., "
-            "mlflow-dlaas study SPEC)")
+    refuse_nothing_to_compare(table)
     nothing = screen(table.finished, include_disturbed=include_disturbed).nothing_kept()
     if nothing is not None:
         raise NothingToCompareError(nothing)
@@ -62,6 +58,16 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
                           "--output a folder you can write to") from None
     run_id = log_report_run(client, report, written, _home_experiment(table)) if log_run else None
     return written, run_id
+
+
+def refuse_nothing_to_compare(table: RunTable) -> None:
+    """One contract for every command that compares (``compare``, ``recommend``): no finished
+    measured run is exit 1 with one line, and nothing written or logged."""
+    if table.finished.empty:
+        raise NothingToCompareError(
+            f"nothing to compare: {table.scope} holds no finished measured run; run a "
+            "workload or a study into it first (mlflow run projects/<framework> ..., "
+            "mlflow-dlaas study SPEC)")
 
 
 def study_asks(client: MlflowClient, study: str) -> list[Ask]:
@@ -88,6 +94,7 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
     ((goal, bounds),) = parse_asks((objective,), constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
+    refuse_nothing_to_compare(table)
     screened = screen(table.finished, include_disturbed=include_disturbed)
     chosen, host_notes = pick_host(screened.kept, host)
     work = Workloads.of(chosen.runs if chosen else screened.kept)

@@ -216,6 +216,12 @@ def test_sparse_runs_give_a_report_and_an_empty_experiment_one_line(
         f"mlflow-dlaas: error: nothing to compare: experiment empty-{tmp_path.name} holds no "
         "finished measured run")
     assert not (tmp_path / "empty").exists() and client.search_runs([empty]) == []
+    done = _cli(cli_path, measured, "recommend", "--experiment", f"empty-{tmp_path.name}",
+                "--objective", "inference_throughput")
+    assert done.returncode == 1 and done.stdout == "", done.stdout  # the same contract
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"mlflow-dlaas: error: nothing to compare: experiment empty-{tmp_path.name} holds no "
+        "finished measured run")
 
 
 def test_an_unwritable_output_is_a_one_line_error_and_logs_no_run(
