@@ -9,6 +9,7 @@ from typing import Any
 
 from mlflow_dlaas.data import DEFAULT_DATASET, LOADERS
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.hardware import emulated_bf16_reason
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import STRING_SETTINGS, ParallelismSettings
 from mlflow_dlaas.presets import get_preset
@@ -16,6 +17,9 @@ from mlflow_dlaas.runs.validity import ValidityThresholds
 
 OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("cpu", "cuda")
+#: Training precisions: fp32, or bf16 mixed precision (bf16 compute, fp32 weights) on a CPU
+#: with native bf16 or a GPU.
+TRAIN_PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class TrainConfig:
     jit_compile: bool = False
     channels_last: bool = False
     hybridize: bool = True
+    precision: str = "fp32"  # fp32 | bf16 (mixed: bf16 compute, fp32 weights)
     preset: str = ""
     monitor_interval: float = 0.2
     log_model: bool = True
@@ -66,6 +71,10 @@ class TrainConfig:
              f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
             (self.device in DEVICES,
              f"device must be one of {', '.join(DEVICES)}, got {self.device!r}"),
+            (self.precision in TRAIN_PRECISIONS,
+             f"precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {self.precision!r}"),
+            (not (self.precision == "bf16" and self.device == "cpu" and emulated_bf16_reason()),
+             f"precision bf16: {emulated_bf16_reason()}"),
             (0 < self.target_accuracy <= 1,
              f"target_accuracy must be in (0, 1], got {self.target_accuracy}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}"),

@@ -55,6 +55,7 @@ class BuildOptions:
     jit_compile: bool = False  # TensorFlow XLA
     channels_last: bool = False  # PyTorch memory format
     hybridize: bool = True  # MXNet static graph
+    precision: str = "fp32"  # fp32 | bf16 (mixed precision, where the adapter has it)
 
 
 class Trainer(abc.ABC):
@@ -71,6 +72,10 @@ class Trainer(abc.ABC):
 
         Returns once the device has finished the work, so a clock read after it is true.
         """
+
+    def precision_in_force(self) -> str:
+        """The compute precision as the framework reports it (``fp32``, ``mixed_bfloat16``)."""
+        return "fp32"
 
     @abc.abstractmethod
     def predict(self, x: np.ndarray, batch_size: int) -> np.ndarray:
@@ -95,6 +100,8 @@ class FrameworkAdapter(abc.ABC):
     name: ClassVar[str]
     module: ClassVar[str]  # the import name
     extra: ClassVar[str]  # the pip extra (or environment) that installs it
+    #: The training precisions it has (:data:`mlflow_dlaas.config.TRAIN_PRECISIONS`).
+    precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     #: The framework's native library (a file-name prefix such as ``libtorch_cpu``): the
     #: library read-back resolves OpenMP entry points as it binds them.
     native_library: ClassVar[str] = ""

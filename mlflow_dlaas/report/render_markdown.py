@@ -40,9 +40,9 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
                     f"{name}: {value}" for name, value in rec.runner_up_names()))
     for table in section.tables:
         lines += ["", f"{level} {table.title}", "",
-                  "| " + " | ".join(table.headings) + " |",
+                  _table_row(table.headings),
                   "|" + "---|" * len(table.headings)]
-        lines += ["| " + " | ".join(row) + " |" for row in table.cells]
+        lines += [_table_row(row) for row in table.cells]
         lines += [""] + [f"- missing: {m}" for m in table.missing]
         if table.shared:
             lines.append("- same in every row: " + ", ".join(f"{k}={v}" for k, v in table.shared))
@@ -53,3 +53,8 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
         else:
             lines.append(f"![{plot.title}]({plot_dir}/{report.plot_file(section, plot)})")
     return lines
+
+
+def _table_row(cells: list[str]) -> str:
+    """One Markdown table row; a ``|`` inside a cell escaped (``max |ref|``)."""
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"

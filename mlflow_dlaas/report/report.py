@@ -30,6 +30,7 @@ from mlflow_dlaas.report.derived import (
 from mlflow_dlaas.report.hosts import Host, hosts
 from mlflow_dlaas.report.libraries import PROJECT_MEASURES, PROJECT_TITLE, libraries_table
 from mlflow_dlaas.report.plots import Plot
+from mlflow_dlaas.report.precision import inference_precision_table, training_precision_table
 from mlflow_dlaas.report.project_table import project_table
 from mlflow_dlaas.report.recommend import (
     Recommendation,
@@ -186,7 +187,9 @@ def _scenario_table(work: Workloads) -> ComparisonTable | None:
 TABLE_BUILDERS: tuple[tuple[str, Callable[[Workloads], ComparisonTable | None]], ...] = (
     ("Training table", _training_table),
     ("Parallel libraries table", lambda work: libraries_table(work.train)),
+    ("Precision in training table", lambda work: training_precision_table(work.train)),
     ("Inference table", _inference_table),
+    ("Precision in inference table", lambda work: inference_precision_table(work.inference)),
     ("Scenarios table", _scenario_table),
     ("Project table", lambda work: project_table(work.project)),
     ("Project parallel libraries table",

@@ -96,7 +96,7 @@ def train(config: TrainConfig, channel: WorkerChannel) -> TrainingFigures:
     with channel.phase("load"):
         dataset = load_dataset(config.dataset, data_dir=config.data_dir or None, seed=config.seed)
         spec.shapes(dataset.input_shape, dataset.num_classes)  # fails early if too small
-        trainer = _prepare(adapter, config, spec, dataset)
+        trainer = prepare_trainer(adapter, config, spec, dataset)
     cost = _describe(channel, adapter, config, dataset, trainer, spec)
     channel.wait_until_watched()
     figures = _train_and_evaluate(channel, trainer, config, dataset, cost)
@@ -105,8 +105,14 @@ def train(config: TrainConfig, channel: WorkerChannel) -> TrainingFigures:
     return figures
 
 
-def _prepare(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
-             dataset: Dataset) -> Trainer:
+def prepare_trainer(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
+                    dataset: Dataset) -> Trainer:
+    """The framework loaded and configured, and the model built in it; ConfigError for a
+    precision or device the framework cannot train with here."""
+    if config.precision not in adapter.precisions:
+        raise ConfigError(f"precision {config.precision}: {adapter.name} trains in "
+                          f"{', '.join(adapter.precisions)} here; bf16 training is measured "
+                          "on pytorch (autocast) and tensorflow (mixed_bfloat16)")
     adapter.load()
     if not adapter.device_available(config.device):
         raise ConfigError(f"device {config.device!r} is not available to {adapter.name} here; "
@@ -114,7 +120,7 @@ def _prepare(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
     adapter.configure_threads(config.parallelism)
     options = BuildOptions(config.optimizer, config.learning_rate, config.momentum,
                            config.weight_decay, config.seed, config.device, config.jit_compile,
-                           config.channels_last, config.hybridize)
+                           config.channels_last, config.hybridize, config.precision)
     return adapter.build(spec, dataset.input_shape, dataset.num_classes, options)
 
 
@@ -131,7 +137,8 @@ def _describe(channel: WorkerChannel, adapter: FrameworkAdapter, config: TrainCo
     """Dataset, settings in force (read back here, in the measured process), fingerprint,
     the model's FLOPs, the cores the run can use and their nominal peak (the entry holds
     the train phase's rate against the measured ceiling afterwards)."""
-    in_force = {**adapter.threads_in_force(), **process_settings_in_force()}
+    in_force = {**adapter.threads_in_force(), **process_settings_in_force(),
+                "precision": trainer.precision_in_force()}
     channel.params({**dataset.describe(), **{f"in_force_{k}": v for k, v in in_force.items()}})
     channel.send("dataset", **dataset.input_report(config.data_dir))
     host = {**fingerprint(), **framework_builds()}

@@ -57,12 +57,14 @@ def run_training(config: TrainConfig, launch: WorkerLaunch,
         name_active_run(training_run_name(
             config.framework, config.model, config.batch_size, config.parallelism,
             variant_label(device=config.device, jit_compile=config.jit_compile,
-                          channels_last=config.channels_last, hybridize=config.hybridize)))
+                          channels_last=config.channels_last, hybridize=config.hybridize,
+                          precision=config.precision)))
         log_new_params(run_id, config.as_params())
         _tag_intent(config)
         run_worker(launch, run_id, worker)
         if config.device == "cpu":
-            log_fraction_of_peak(run_id, TRAIN_GFLOPS, "fp32", config.parallelism.cpu_affinity)
+            log_fraction_of_peak(run_id, TRAIN_GFLOPS, config.precision,
+                                 config.parallelism.cpu_affinity)
         describe_active_run(f"Training {config.framework} {config.model} on {config.dataset}",
                             _key_settings(config))
     finished = mlflow.MlflowClient().get_run(run_id)
@@ -76,6 +78,7 @@ def _key_settings(config: TrainConfig) -> dict[str, object]:
     return {"framework": config.framework, "model": config.model, "dataset": config.dataset,
             "epochs": config.epochs, "batch size": config.batch_size,
             "learning rate": config.learning_rate, "optimizer": config.optimizer,
+            "precision": config.precision,
             "intra-op threads": threads.intra_op_threads or "framework default",
             "inter-op threads": threads.inter_op_threads or "framework default",
             "CPU affinity": ",".join(map(str, threads.cpu_affinity or ())) or "all cores"}

@@ -78,5 +78,6 @@ def assert_flops_and_peak(run: mlflow.entities.Run, model: str, shape: tuple[int
     assert m["cpu_peak_gflops_per_second"] > 0 and m["cpu_nominal_fp32_peak_gflops_per_second"] > 0
     assert int(run.data.params["in_force_cores"]) >= 1
     assert 0 < m["fraction_of_peak"] <= 1.05
-    assert re.fullmatch(r"measured fp32 ceiling of \d+ core\(s\): [\d.]+ GFLOP/s \(.+\)",
+    precision = run.data.params.get("precision", "fp32")
+    assert re.fullmatch(rf"measured {precision} ceiling of \d+ core\(s\): [\d.]+ GFLOP/s \(.+\)",
                         run.data.tags["dlaas.peak"]), run.data.tags["dlaas.peak"]

@@ -81,11 +81,11 @@ class OpenVINORuntime(InferenceRuntime):
             raise ConfigError(f"openvino cannot load {path.name}: {_gist(str(e))}") from None
         self._in_force = {"intra_op_threads": compiled.get_property("INFERENCE_NUM_THREADS"),
                           "inter_op_threads": str(compiled.get_property("NUM_STREAMS")),
-                          "inference_precision": str(
-                              compiled.get_property("INFERENCE_PRECISION_HINT")),
+                          "inference_precision": compiled.get_property(
+                              "INFERENCE_PRECISION_HINT").get_type_name(),  # f32, bf16
                           "quantization": "static QDQ" if options.precision == "int8"
                           else "none"}
-        if options.precision == "bf16" and "bf16" not in self._in_force["inference_precision"]:
+        if options.precision == "bf16" and self._in_force["inference_precision"] != "bf16":
             raise ConfigError(f"OpenVINO was asked for bf16 and runs "
                               f"{self._in_force['inference_precision']} on this CPU")
         request = compiled.create_infer_request()

@@ -37,6 +37,7 @@ class PyTorchAdapter(FrameworkAdapter):
     module = "torch"
     extra = "torch"
     native_library = "libtorch_cpu"
+    precisions = ("fp32", "bf16")
 
     def load(self) -> None:
         self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch framework")
@@ -166,6 +167,16 @@ class PyTorchTrainer(Trainer):
             self.optimizer = torch.optim.Adam(params, lr=options.learning_rate, eps=1e-8,
                                               weight_decay=options.weight_decay)
         self.loss_fn = torch.nn.CrossEntropyLoss()
+        # bf16: autocast runs convolutions and matrix products in bf16 and keeps the weights,
+        # the loss and the optimizer in fp32 (no loss scaling: bf16 has fp32's range)
+        self.autocast = options.precision == "bf16"
+
+    def precision_in_force(self) -> str:
+        return "bf16 autocast" if self.autocast else "fp32"
+
+    def _autocast(self) -> Any:
+        return self.torch.autocast(self.device.type, dtype=self.torch.bfloat16,
+                                   enabled=self.autocast)
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -187,8 +198,9 @@ class PyTorchTrainer(Trainer):
                 break
             xb, yb = xs[start : start + batch_size], ys[start : start + batch_size]
             self.optimizer.zero_grad(set_to_none=True)
-            logits = self.model(xb)
-            loss = self.loss_fn(logits, yb)  # batch mean, as the textbook loop
+            with self._autocast():
+                logits = self.model(xb)
+                loss = self.loss_fn(logits, yb)  # batch mean, as the textbook loop
             loss.backward()
             self.optimizer.step()
             loss_sum += loss.detach() * len(yb)
@@ -202,9 +214,10 @@ class PyTorchTrainer(Trainer):
         torch = self.torch
         self.model.eval()
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), self._autocast():
             for start in range(0, len(x), batch_size):
-                out.append(self.model(self._tensor(x[start : start + batch_size])).cpu())
+                logits = self.model(self._tensor(x[start : start + batch_size]))
+                out.append(logits.float().cpu())
         return torch.cat(out).numpy()
 
     def save_model(self, directory: Path, example: np.ndarray) -> str:

@@ -37,6 +37,7 @@ class TensorFlowAdapter(FrameworkAdapter):
     name = "tensorflow"
     module = "tensorflow"
     extra = "tensorflow"
+    precisions = ("fp32", "bf16")
 
     def load(self) -> None:
         self.tf = import_optional("tensorflow", extra=self.extra,
@@ -110,15 +111,24 @@ def threads_in_force(tf: Any) -> dict[str, Any]:
             "inter_op_threads": threading.get_inter_op_parallelism_threads()}
 
 
+#: Keras's dtype policy per training precision: bf16 computes in bf16, keeps fp32 weights.
+KERAS_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
+
+
 def build_keras(tf: Any, spec: ArchitectureSpec, input_shape: tuple[int, int, int],
-                num_classes: int) -> Any:
+                num_classes: int, precision: str = "fp32") -> Any:
     """The spec as a Keras functional model, channels-last (TensorFlow's CPU convolution
-    layout), Glorot-uniform weights and zero biases."""
+    layout), Glorot-uniform weights and zero biases, its layers under ``precision``'s dtype
+    policy; the logits always fp32 (a softmax and loss in bf16 would lose the small
+    probabilities)."""
     keras = tf.keras
     spec.shapes(input_shape, num_classes)  # a clear error for too small an input
     c, h, w = input_shape
+    policy = keras.mixed_precision.Policy(KERAS_POLICIES[precision])
     inputs = keras.Input((h, w, c))
-    outputs = _apply(keras, spec.resolved(num_classes), inputs)
+    outputs = _apply(keras, spec.resolved(num_classes), inputs, policy)
+    if policy.compute_dtype != "float32":
+        outputs = keras.layers.Activation("linear", dtype="float32")(outputs)
     return keras.Model(inputs, outputs, name=spec.name)
 
 
@@ -130,15 +140,16 @@ def _same_is_symmetric(conv: Conv2D) -> bool:
     return conv.stride == 1 and conv.kernel % 2 == 1 and conv.padding == conv.kernel // 2
 
 
-def _apply(keras: Any, layers: tuple[Layer, ...], x: Any) -> Any:
-    """The Keras layers of a stack, applied to the tensor ``x``."""
-    init = {"kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
+def _apply(keras: Any, layers: tuple[Layer, ...], x: Any, policy: Any) -> Any:
+    """The Keras layers of a stack under the dtype ``policy``, applied to the tensor ``x``."""
+    typed = {"dtype": policy}
+    init = {"kernel_initializer": "glorot_uniform", "bias_initializer": "zeros", **typed}
     for layer in layers:
         activation = getattr(layer, "activation", "none")
         fused = {"activation": None if activation == "none" else activation}
         same = isinstance(layer, Conv2D) and _same_is_symmetric(layer)
         if isinstance(layer, Conv2D | Pool2D) and layer.padding and not same:
-            x = keras.layers.ZeroPadding2D(layer.padding)(x)
+            x = keras.layers.ZeroPadding2D(layer.padding, **typed)(x)
         padding = "same" if same else "valid"
         if isinstance(layer, Conv2D):
             depthwise = layer.groups > 1 and layer.groups == layer.filters == x.shape[-1]
@@ -148,30 +159,30 @@ def _apply(keras: Any, layers: tuple[Layer, ...], x: Any) -> Any:
             conv = (keras.layers.DepthwiseConv2D(layer.kernel, layer.stride, padding,
                                                  use_bias=layer.bias,
                                                  depthwise_initializer="glorot_uniform",
-                                                 bias_initializer="zeros", **fused)
+                                                 bias_initializer="zeros", **typed, **fused)
                     if depthwise else
                     keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, padding,
                                         use_bias=layer.bias, **init, **fused))
             x = conv(x)
         elif isinstance(layer, BatchNorm):
-            x = keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5)(x)
+            x = keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5, **typed)(x)
         elif isinstance(layer, Pool2D):
             pool = (keras.layers.MaxPooling2D if layer.kind == "max"
                     else keras.layers.AveragePooling2D)
-            x = pool(layer.size, layer.stride)(x)
+            x = pool(layer.size, layer.stride, **typed)(x)
         elif isinstance(layer, GlobalAvgPool):
-            x = keras.layers.GlobalAveragePooling2D()(x)
+            x = keras.layers.GlobalAveragePooling2D(**typed)(x)
         elif isinstance(layer, Flatten):
-            x = keras.layers.Flatten()(x)
+            x = keras.layers.Flatten(**typed)(x)
         elif isinstance(layer, Dense):
             x = keras.layers.Dense(layer.units, **init, **fused)(x)
         elif isinstance(layer, Dropout):
-            x = keras.layers.Dropout(layer.rate)(x)
+            x = keras.layers.Dropout(layer.rate, **typed)(x)
         elif isinstance(layer, Residual):
-            x = keras.layers.Add()([_apply(keras, layer.body, x),
-                                    _apply(keras, layer.shortcut, x)])
+            x = keras.layers.Add(**typed)([_apply(keras, layer.body, x, policy),
+                                           _apply(keras, layer.shortcut, x, policy)])
         if isinstance(layer, BatchNorm | Residual) and activation != "none":
-            x = keras.layers.Activation(activation)(x)
+            x = keras.layers.Activation(activation, **typed)(x)
     return x
 
 
@@ -182,7 +193,7 @@ class TensorFlowTrainer(Trainer):
         tf.keras.utils.set_random_seed(options.seed)
         self.device_name = "/GPU:0" if options.device == "cuda" else "/CPU:0"
         with tf.device(self.device_name):
-            self.model = build_keras(tf, spec, input_shape, num_classes)
+            self.model = build_keras(tf, spec, input_shape, num_classes, options.precision)
         if options.optimizer == "sgd":
             self.optimizer = tf.keras.optimizers.SGD(options.learning_rate,
                                                      momentum=options.momentum)
@@ -216,6 +227,10 @@ class TensorFlowTrainer(Trainer):
         self._step = tf.function(step, jit_compile=options.jit_compile)
         self._infer = tf.function(lambda x: model(x, training=False),
                                   jit_compile=options.jit_compile)
+
+    def precision_in_force(self) -> str:
+        """The dtype policy of the model's first computing layer, as Keras reports it."""
+        return str(self.model.layers[1].dtype_policy.name)
 
     def parameter_count(self) -> int:
         return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
