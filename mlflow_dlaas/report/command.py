@@ -111,8 +111,10 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
 
 
 def _client() -> tuple[MlflowClient, str]:
+    """The store the runs are read from; said only where the command's answer needs it (a
+    report names its files and its report run; a refusal is one line)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    configure_tracking()
+    configure_tracking(say_where=False)
     return MlflowClient(), mlflow.get_tracking_uri()
 
 

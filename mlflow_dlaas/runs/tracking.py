@@ -54,11 +54,12 @@ _ANNOUNCED: set[str] = set()
 _OPENED: set[str] = set()
 
 
-def configure_tracking(*, announce: bool = True) -> TrackingTarget:
+def configure_tracking(*, announce: bool = True, say_where: bool = True) -> TrackingTarget:
     """Honour MLFLOW_TRACKING_URI, else select the embedded store; mark runs as ours.
 
     Once per process and store: a new SQLite store is initialised under a file lock, and a
-    command (``announce``) ends the runs whose owner on this host died (see run_lifecycle).
+    command (``announce``) ends the runs whose owner on this host died (see run_lifecycle)
+    and, where it will log runs (``say_where``), says where they go and how to browse them.
 
     Sets the environment (inherited by every child process) rather than only the
     in-process MLflow state, so that trial and workload subprocesses log to the same store.
@@ -79,7 +80,7 @@ def configure_tracking(*, announce: bool = True) -> TrackingTarget:
         from mlflow_dlaas.runs.journaled_store import journal_runs_sent_to
 
         journal_runs_sent_to(target.uri)
-    if announce and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
+    if announce and say_where and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
         _ANNOUNCED.add(target.uri)
         where = "embedded default" if target.embedded else "from MLFLOW_TRACKING_URI"
         print(f"mlflow-dlaas: tracking runs in {redact_uri(target.uri)} ({where})", file=sys.stderr)

@@ -227,3 +227,29 @@ def test_compare_with_nothing_to_compare_is_exit_1_and_logs_nothing(
         in out.output
     assert client.search_runs([experiment.experiment_id]) == []
     assert not (tmp_path / "report").exists()
+
+
+NOTHING = "mlflow-dlaas: error: nothing to compare: experiment empty holds no finished"
+UNKNOWN = "mlflow-dlaas: error: no trial runs of study 'no-such-study'; studies here: none"
+
+
+@pytest.mark.parametrize(("command", "code", "said"), (
+    ("mlflow-dlaas compare --experiment empty --no-run", 1, NOTHING),
+    ("mlflow-dlaas recommend --experiment empty --objective train_time", 1, NOTHING),
+    ("mlflow-dlaas compare --study no-such-study", 2, UNKNOWN),  # a wrong name: bad input
+    ("mlflow-dlaas recommend --study no-such-study --objective p50_latency", 2, UNKNOWN)))
+def test_every_comparing_command_with_nothing_to_compare_says_one_line(
+        tmp_path, command: str, code: int, said: str) -> None:
+    """One contract: nothing to compare is exit 1, one line saying what to run, nothing
+    logged or written (the store is not announced: no run goes into it); a study name that
+    names none is bad input (exit 2), one line too."""
+    from tests.conftest import run_as_user
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client.create_experiment("empty")
+    done = run_as_user(command, tmp_path, timeout=120)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == code, lines
+    assert len(lines) == 1 and lines[0].startswith(said), lines
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert runs == [] and not (tmp_path / "dlaas-reports").exists()
