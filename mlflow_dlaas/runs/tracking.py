@@ -80,7 +80,8 @@ def configure_tracking(*, announce: bool = True, say_where: bool = True) -> Trac
         from mlflow_dlaas.runs.journaled_store import journal_runs_sent_to
 
         journal_runs_sent_to(target.uri)
-    if announce and say_where and target.uri not in _ANNOUNCED:  # once per process (the demo calls it often)
+    # once per process (the demo calls it often)
+    if announce and say_where and target.uri not in _ANNOUNCED:
         _ANNOUNCED.add(target.uri)
         where = "embedded default" if target.embedded else "from MLFLOW_TRACKING_URI"
         print(f"mlflow-dlaas: tracking runs in {redact_uri(target.uri)} ({where})", file=sys.stderr)
