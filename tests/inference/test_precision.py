@@ -68,7 +68,7 @@ def test_bf16_where_the_cpu_emulates_it_is_refused_with_the_reason() -> None:
         InferConfig("openvino", precision="bf16")
 
 
-@pytest.mark.parametrize("runtime", ("pytorch", "openvino"))
+@pytest.mark.parametrize("runtime", ("pytorch", "openvino", "tensorflow"))
 def test_bf16_is_served_and_its_cost_measured_where_the_cpu_has_it(tmp_path: Path,
                                                                    runtime: str) -> None:
     reason = emulated_bf16_reason()
@@ -80,9 +80,14 @@ def test_bf16_is_served_and_its_cost_measured_where_the_cpu_has_it(tmp_path: Pat
     source = (exported(tmp_path) if runtime == "openvino"
               else fresh_source(served, "lenet5", "", 0))
     predict = served.prepare(source, InferenceOptions(precision="bf16"))
-    result = equivalence.compare(predict(source.reference_inputs), source.reference_outputs,
+    own = served.reference()  # a fresh Keras model's fp32 outputs, computed in prepare
+    result = equivalence.compare(predict(served.layout(source.reference_inputs)),
+                                 source.reference_outputs if own is None else own,
                                  precision="bf16", rtol=1e-3, atol=1e-4)
     assert result.passed and result.max_abs_error > 0, result
+    in_force = served.threads_in_force()
+    if runtime != "pytorch":  # PyTorch's module dtype is the asked one by construction
+        assert in_force["inference_precision"] in ("bf16", "mixed_bfloat16"), in_force
 
 
 def test_onnx_runtime_says_it_has_no_bf16_on_the_cpu(tmp_path: Path) -> None:

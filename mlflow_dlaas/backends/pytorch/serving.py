@@ -54,8 +54,10 @@ class PyTorchRuntime(InferenceRuntime):
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch
         if options.precision == "int8":
-            raise ConfigError("int8 is done through ONNX Runtime's dynamic quantization: "
-                              "use runtime onnxruntime with precision int8")
+            raise ConfigError("the pytorch runtime has no maintained int8 path on the CPU "
+                              "(torch.ao's eager quantization is deprecated): serve int8 "
+                              "with onnxruntime (quantization dynamic or static) or openvino "
+                              "(static)")
         if options.device == "cuda" and not torch.cuda.is_available():
             raise ConfigError("device cuda requested, but PyTorch sees no CUDA GPU here")
         if options.precision == "fp16" and options.device != "cuda":

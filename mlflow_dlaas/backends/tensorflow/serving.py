@@ -27,6 +27,8 @@ class TensorFlowRuntime(InferenceRuntime):
     extra = "tensorflow"
     consumes = "tensorflow"
 
+    _precision = ""  # the served model's Keras dtype policy, once prepared
+
     def build_details(self, imported: Any) -> dict[str, Any]:
         return build.read(imported)
 
@@ -43,7 +45,9 @@ class TensorFlowRuntime(InferenceRuntime):
         return str(self.tf.__version__)
 
     def threads_in_force(self) -> dict[str, Any]:
-        return threads_in_force(self.tf)
+        """Its thread pools, and the served model's dtype policy (``mixed_bfloat16``)."""
+        policy = {"inference_precision": self._precision} if self._precision else {}
+        return {**threads_in_force(self.tf), **policy}
 
     def libraries_in_force(self) -> dict[str, Any]:
         return libraries_in_force(self.tf)
@@ -59,13 +63,17 @@ class TensorFlowRuntime(InferenceRuntime):
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         tf = self.tf
-        if options.precision != "fp32":
-            raise ConfigError("the tensorflow runtime runs fp32 here; bf16 goes through "
-                              "pytorch or openvino, int8 through onnxruntime or openvino, "
-                              "fp16 needs a GPU runtime")
+        if options.precision not in ("fp32", "bf16"):
+            raise ConfigError("the tensorflow runtime runs fp32 and bf16 (Keras's "
+                              "mixed_bfloat16) here; int8 goes through onnxruntime or "
+                              "openvino, fp16 needs a GPU runtime")
         if options.device == "cuda" and not tf.config.list_physical_devices("GPU"):
             raise ConfigError("device cuda requested, but TensorFlow sees no GPU here")
         if source.user is not None:
+            if options.precision != "fp32":
+                raise ConfigError("the tensorflow runtime serves your own Keras file or "
+                                  "SavedModel as saved (fp32 here); bf16 on your file goes "
+                                  "through openvino or pytorch")
             return self._prepare_user(source, options)
         if source.run_id is not None:
             if source.trained_with != "tensorflow":
@@ -82,9 +90,12 @@ class TensorFlowRuntime(InferenceRuntime):
             model = build_keras(tf, source.spec, source.input_shape, source.num_classes)
             eager = model(tf.constant(self.layout(source.reference_inputs)), training=False)
             self._reference = np.asarray(eager)
-        compiled = tf.function(lambda x: model(x, training=False),
+        if options.precision == "bf16":
+            model = in_mixed_bfloat16(tf, model)
+        compiled = tf.function(lambda x: tf.cast(model(x, training=False), tf.float32),
                                jit_compile=options.jit_compile)
         device = "/GPU:0" if options.device == "cuda" else "/CPU:0"
+        self._precision = model.layers[-1].dtype_policy.name
 
         def predict(x: np.ndarray) -> np.ndarray:
             with tf.device(device):
@@ -108,3 +119,14 @@ class TensorFlowRuntime(InferenceRuntime):
                                                  for k, a in x.arrays.items()}))
 
         return predict
+
+
+def in_mixed_bfloat16(tf: Any, model: Any) -> Any:
+    """``model`` with every layer under Keras's ``mixed_bfloat16`` policy (bf16 compute, its
+    weights copied as they are), for serving in bf16."""
+    def under_bf16(layer: Any) -> Any:
+        return layer.__class__.from_config({**layer.get_config(), "dtype": "mixed_bfloat16"})
+
+    clone = tf.keras.models.clone_model(model, clone_function=under_bf16)
+    clone.set_weights(model.get_weights())
+    return clone
