@@ -21,10 +21,16 @@ from mlflow_dlaas.redaction import SECRET_NAME, redact_value
 from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX, HOST_TAG
 
 TAG_VALUE_LIMIT = 500
-#: Fingerprint entries that are tags besides versions and performance variables: the rest
-#: (flags, microcode, builds ...) is in the artifact, so a run's overview stays legible.
-IDENTITY_KEYS = frozenset({"host_hash", "cpu_model", "cpu_logical_cores", "gpu_count",
-                           "gpu_models", "os_release", "python"})
+#: The fingerprint's entries that are tags of their own: what runs are grouped and filtered
+#: by. The versions are one tag (``dlaas.env.versions``), the performance variables another
+#: (``dlaas.env.variables``); the rest (cores, OS, flags, microcode, builds ...) is in the
+#: run's ``environment/fingerprint.json``, so that a run's overview shows its answer before
+#: its tags (MLflow's run page lists every tag above the description in a narrow window).
+IDENTITY_KEYS = ("cpu_model", "gpu_models")
+#: The tag of every version the fingerprint holds: ``python 3.11.7, torch 2.13.0, ...``.
+VERSIONS_TAG = "versions"
+#: The tag of the performance variables set: ``OMP_NUM_THREADS=1, KMP_BLOCKTIME=0``.
+VARIABLES_TAG = "variables"
 #: The artifact folder where a measured run keeps its whole fingerprint (fingerprint.json).
 FINGERPRINT_DIR = "environment"
 
@@ -175,25 +181,33 @@ def fingerprint() -> dict[str, Any]:
     return data
 
 
-def is_identity(key: str) -> bool:
-    """Whether a fingerprint entry names the host or a version (a tag), rather than a detail
-    (kept in the run's ``environment/fingerprint.json`` artifact)."""
-    return key in IDENTITY_KEYS or key.endswith("_version") or key.startswith("env_")
-
-
 def as_tags(data: Mapping[str, Any]) -> dict[str, str]:
-    """The identifying fingerprint entries as MLflow tags (``dlaas.env.*``, long values cut
-    short: the host, the versions, performance variables), and the host hash also as
-    ``dlaas.host``."""
-    tags = {}
-    for key, value in data.items():
-        if value is None or not is_identity(key):
-            continue
-        text = value if isinstance(value, str) else json.dumps(value)
-        tags[ENV_TAG_PREFIX + key] = text[:TAG_VALUE_LIMIT]
+    """The fingerprint's identifying entries as MLflow tags (``dlaas.env.cpu_model``, the
+    GPU models where any, ``dlaas.env.versions``, ``dlaas.env.variables``; long values cut
+    short), and the host hash as ``dlaas.host``."""
+    tags = {ENV_TAG_PREFIX + key: str(data[key])[:TAG_VALUE_LIMIT]
+            for key in IDENTITY_KEYS if data.get(key)}
+    versions = [f"python {data['python']}"] if data.get("python") else []
+    versions += [f"{key.removesuffix('_version')} {value}" for key, value in data.items()
+                 if key.endswith("_version") and value]
+    if versions:
+        tags[ENV_TAG_PREFIX + VERSIONS_TAG] = ", ".join(versions)[:TAG_VALUE_LIMIT]
+    variables = [f"{key.removeprefix('env_')}={value}" for key, value in data.items()
+                 if key.startswith("env_")]
+    if variables:
+        tags[ENV_TAG_PREFIX + VARIABLES_TAG] = ", ".join(variables)[:TAG_VALUE_LIMIT]
     if data.get("host_hash"):
         tags[HOST_TAG] = data["host_hash"]
     return tags
+
+
+def version_in(tags: Mapping[str, str], package: str) -> str:
+    """``package``'s version as a run's ``dlaas.env.versions`` tag records it, or ''."""
+    for entry in tags.get(ENV_TAG_PREFIX + VERSIONS_TAG, "").split(", "):
+        name, _, version = entry.partition(" ")
+        if name == package:
+            return version
+    return ""
 
 
 def write_fingerprint(directory: Path, data: Mapping[str, Any]) -> Path:

@@ -15,11 +15,7 @@ from mlflow_dlaas.monitor.metrics import timeline_name
 from mlflow_dlaas.monitor.timeline import MonitorResult, Sample
 from mlflow_dlaas.monitor.timeline_plot import plot_timeline
 from mlflow_dlaas.runs.curation import curated_phase_summary
-from mlflow_dlaas.runs.schema import (
-    MONITOR_INTERVAL_TAG,
-    MONITOR_PROBE_ERRORS_TAG,
-    MONITOR_UNAVAILABLE_TAG_PREFIX,
-)
+from mlflow_dlaas.runs.schema import MONITOR_TAG
 
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 ARTIFACT_DIR = "monitor"
@@ -53,12 +49,8 @@ class MlflowSink:
         timeline, every statistic and a plot with the phases marked as artifacts."""
         self.flush()
         self._log_metrics(curated_phase_summary(result.summary))
-        tags = {MONITOR_INTERVAL_TAG: str(interval_s)}
-        if result.probe_errors:
-            tags[MONITOR_PROBE_ERRORS_TAG] = str(result.probe_errors)
-        for source, reason in result.unavailable.items():
-            tags[f"{MONITOR_UNAVAILABLE_TAG_PREFIX}{source}"] = reason[:500]
-        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        self.client.log_batch(self.run_id, tags=[RunTag(MONITOR_TAG, monitor_line(
+            result, interval_s))])
         with tempfile.TemporaryDirectory() as tmp:
             Path(tmp, "timeline.csv").write_text(result.timeline.to_csv())
             Path(tmp, "summary.json").write_text(json.dumps(result.as_json(), indent=2))
@@ -72,3 +64,14 @@ class MlflowSink:
         for i in range(0, len(items), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
 
+
+def monitor_line(result: MonitorResult, interval_s: float) -> str:
+    """``sampled every 0.2 s; 2 failed probes; not measured: rapl (no RAPL package zone
+    ...)``: the monitor's one tag (its whole account is ``monitor/summary.json``)."""
+    parts = [f"sampled every {interval_s:g} s"]
+    if result.probe_errors:
+        parts.append(f"{result.probe_errors} failed probe(s)")
+    if result.unavailable:
+        parts.append("not measured: " + "; ".join(f"{source} ({reason[:200]})" for source, reason
+                                                  in sorted(result.unavailable.items())))
+    return "; ".join(parts)[:5000]

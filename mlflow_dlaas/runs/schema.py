@@ -314,8 +314,8 @@ PEAK_TAG = "dlaas.peak"
 ACCURACY_TAG = "dlaas.accuracy"
 ACCURACY_NOT_MEASURED = "not measured (synthetic data)"
 ONNX_TAG = "dlaas.onnx"
-MONITOR_INTERVAL_TAG = "dlaas.monitor.interval_s"
-MONITOR_PROBE_ERRORS_TAG = "dlaas.monitor.probe_errors"
+#: how the monitor sampled, in one line: its interval, failed probes, absent sources
+MONITOR_TAG = "dlaas.monitor"
 COMMAND_TAG = "dlaas.command"
 EXIT_CODE_TAG = "dlaas.exit_code"
 #: the parallel libraries mapped into the measured process
@@ -326,11 +326,9 @@ OWNER_HOST_TAG = "dlaas.owner_host"
 OWNER_PID_TAG = "dlaas.owner_pid"
 #: ``<start ticks>@<boot id>/<PID namespace>``
 OWNER_START_TAG = "dlaas.owner_start"
-#: per recommendation / claim of a report run, per unavailable monitor source, per
-#: fingerprint entry (versions and performance variables)
+#: per recommendation / claim of a report run; the fingerprint's (the CPU, the versions)
 RECOMMENDATION_TAG_PREFIX = "dlaas.recommendation."
 CLAIM_TAG_PREFIX = "dlaas.claim."
-MONITOR_UNAVAILABLE_TAG_PREFIX = "dlaas.monitor.unavailable."
 ENV_TAG_PREFIX = "dlaas.env."
 
 #: Keys of runs made before the headline section: old key -> (new key, factor to its unit).

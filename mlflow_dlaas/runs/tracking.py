@@ -96,8 +96,9 @@ def configure_tracking(*, announce: bool = True, say_where: bool = True) -> Trac
     return target
 
 
-#: MLflow 3's UI picks an experiment's view from this tag; without it, it may open ours in
-#: its GenAI mode (traces, sessions, judges) and file a training run under "evaluation runs".
+#: What the experiment holds, for MLflow's API and for a UI that reads it. MLflow 3.17's UI
+#: does not: it opens in its GenAI view unless the address asks for the training view
+#: (:data:`mlflow_dlaas.runs.ui_links.TRAINING_VIEW`, on every link we print).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_DEVELOPMENT = "custom_model_development"
 

@@ -12,6 +12,11 @@ from urllib.parse import urlsplit, urlunsplit
 UI_URL_ENV = "MLFLOW_DLAAS_UI_URL"
 #: ``mlflow ui``'s default address.
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
+#: MLflow 3.17's UI opens every experiment in its GenAI view (traces, judges, "evaluation
+#: runs") unless the page's address or the browser's stored choice says otherwise; the
+#: experiment's ``mlflow.experimentKind`` tag does not change that. Our links ask for the
+#: model-training view.
+TRAINING_VIEW = "?workflowType=machine_learning"
 
 
 def ui_base_url(tracking_uri: str | None = None) -> str:
@@ -34,5 +39,11 @@ def ui_base_url(tracking_uri: str | None = None) -> str:
 
 
 def run_url(experiment_id: str, run_id: str, tracking_uri: str | None = None) -> str:
-    """The MLflow UI page of a run."""
-    return f"{ui_base_url(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
+    """The MLflow UI page of a run, in the model-training view."""
+    return (f"{ui_base_url(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
+            f"{TRAINING_VIEW}")
+
+
+def experiment_url(experiment_id: str, tracking_uri: str | None = None) -> str:
+    """The MLflow UI's list of an experiment's runs, in the model-training view."""
+    return f"{ui_base_url(tracking_uri)}/#/experiments/{experiment_id}/runs{TRAINING_VIEW}"

@@ -92,7 +92,8 @@ def test_a_run_link_points_at_the_ui_without_credentials(
 ) -> None:
     monkeypatch.delenv(run_links.UI_URL_ENV, raising=False)
     monkeypatch.setattr("mlflow.get_tracking_uri", lambda: uri)
-    assert run_links.run_url("3", "abc") == f"{url}/#/experiments/3/runs/abc"
+    assert run_links.run_url("3", "abc") == \
+        f"{url}/#/experiments/3/runs/abc?workflowType=machine_learning"
     monkeypatch.setenv(run_links.UI_URL_ENV, "http://ui.example:8080/")
     assert run_links.ui_base_url() == "http://ui.example:8080"
 
