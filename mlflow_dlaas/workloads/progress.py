@@ -1,6 +1,8 @@
-"""Progress of a long phase, so that a person can tell work from a hang: one line at most
-every :data:`INTERVAL_S` (``train epoch 1: step 40/120, 12.3 samples/s, about 1 min 5 s
-left``), nothing for a phase shorter than that."""
+"""Progress of a long phase, so that a person can tell work from a hang: a line about every
+:data:`INTERVAL_S`, never more than that apart while steps take a steady time (a line is
+said at the last step end before the gap would pass it), never more often than every half
+of it (``train epoch 1: step 40/120, 12.3 samples/s, about 1 min 5 s left``); nothing for a
+phase shorter than that."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ class Progress:
                  say: Callable[[str], None] = log.info) -> None:
         self.what, self.total, self.interval_s = what, total_steps, interval_s
         self.clock, self.say = clock, say
-        self.start = self.last = clock()
+        self.start = self.last = self.previous = clock()
         self.steps = self.samples = 0
 
     def advance(self, steps: int, samples: int) -> None:
@@ -29,7 +31,9 @@ class Progress:
         self.steps += steps
         self.samples += samples
         now = self.clock()
-        if now - self.last >= self.interval_s:
+        step_s, self.previous = now - self.previous, now
+        since = now - self.last
+        if since >= self.interval_s / 2 and since + step_s > self.interval_s:
             self.last = now
             self.say(self.line(now))
 
