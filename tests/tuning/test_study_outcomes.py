@@ -78,7 +78,7 @@ def test_a_constraint_the_fastest_trial_breaks_makes_the_feasible_one_best(
         assert trial.user_attrs["mlflow_run_id"] == run.info.run_id
         assert trial.user_attrs["mlflow_run_url"] == (
             f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/"
-            f"{run.info.run_id}")
+            f"{run.info.run_id}?workflowType=machine_learning")
 
 
 def test_with_no_feasible_trial_none_is_named_best_and_the_closest_is_said(
