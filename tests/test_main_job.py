@@ -30,8 +30,12 @@ from tests.conftest import CommandResult, run_as_user, user_folder
 from tests.workloads.projects import assert_trained_lenet5
 
 pytestmark = pytest.mark.slow
-#: The tables of a user's own project (``project:`` studies), which the demo does not run.
+#: The tables of a user's own project (``project:`` studies), and of precisions against
+#: fp32: the demo runs neither (tests/own_project, tests/report/test_precision_tables.py and
+#: tests/workloads/test_training_precision.py check them on runs that do).
 PROJECT_TABLES = ("Project table", "Project parallel libraries table")
+PRECISION_TABLES = ("Precision in training table", "Precision in inference table")
+ABSENT_TABLES = PROJECT_TABLES + PRECISION_TABLES
 
 
 def _report(demo: CommandResult) -> Path:
@@ -148,10 +152,9 @@ def test_every_table_builder_keeps_the_statistics_contract(demo: CommandResult,
     client = mlflow.MlflowClient(tracking_uri=demo.store)
     table = collect_runs(client, experiment=DEMO_EXPERIMENT, study=None)
     work = Workloads.of(table.finished)
-    built = {name: build(work) for name, build in TABLE_BUILDERS if name not in PROJECT_TABLES}
+    built = {name: build(work) for name, build in TABLE_BUILDERS if name not in ABSENT_TABLES}
     assert all(t is not None for t in built.values()), built  # the demo calls for each one
-    # the demo runs no user project; tests/own_project checks those tables on one that does
-    assert all(build(work) is None for name, build in TABLE_BUILDERS if name in PROJECT_TABLES)
+    assert all(build(work) is None for name, build in TABLE_BUILDERS if name in ABSENT_TABLES)
     for name, section_table in built.items():
         assert set(STATS_CONTRACT) <= set(section_table.stats.columns), name
         assert all(ids for ids in section_table.stats["run_ids"]), name
