@@ -3,6 +3,7 @@ MLflow refuses, a SIGTERM at any moment) leaves no run RUNNING."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import mlflow
+import psutil
 import pytest
 
 from mlflow_dlaas.project_paths import projects_dir
@@ -64,6 +66,38 @@ def test_a_sigterm_at_any_moment_leaves_no_run_running(tracking: str, after_s: f
         time.sleep(0.5)
     statuses = [r.info.status for r in _runs(experiment)]
     assert "RUNNING" not in statuses, statuses
+
+
+def test_a_sigterm_as_the_entry_starts_stops_the_entry_and_measures_nothing(
+        tracking: str) -> None:
+    """The race a busy machine shows: ``mlflow run`` dies just after it started the entry
+    point, which is still importing and has not taken the run over. The guard ends the run
+    KILLED; the entry, orphaned, must stop rather than set the run RUNNING again and train."""
+    experiment = f"orphaned-{uuid.uuid4().hex[:6]}"
+    proc = _mlflow_run(tracking, experiment, *TRAIN)
+    entry = _entry_of(proc.pid, deadline_s=120)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    try:
+        entry.wait(timeout=60)
+    except psutil.TimeoutExpired:
+        entry.kill()
+        pytest.fail("the entry point went on after mlflow run was stopped")
+    (run,) = _runs(experiment)
+    assert run.info.status == "KILLED", run.data.tags.get(REASON_TAG)
+    assert not run.data.metrics, "the stopped run measured something"
+
+
+def _entry_of(pid: int, deadline_s: float) -> psutil.Process:
+    """The entry point ``mlflow run`` (process ``pid``) started, as soon as it appears."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "mlflow_dlaas.workloads.train" in child.cmdline():
+                    return child
+        time.sleep(0.01)
+    pytest.fail("mlflow run started no entry point")
 
 
 def test_only_mlflows_run_command_is_guarded() -> None:

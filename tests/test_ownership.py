@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from mlflow_dlaas.runs.ownership import Owner, _start_token, owner_tags
+from mlflow_dlaas.runs.ownership import (
+    LAUNCHER_ENV,
+    Owner,
+    _start_token,
+    launcher_environment,
+    launchers_of,
+    owner_tags,
+)
 
 
 @pytest.fixture
@@ -51,3 +59,15 @@ def test_nothing_is_proved_about_another_host_or_boot(me: Owner) -> None:
     ticks, _, _ = me.start.partition("@")
     assert replace(me, pid=2**22 + 1, start=f"{ticks}@another-boot/1").is_dead() is None
     assert replace(me, start="").is_dead() is None
+
+
+def test_each_launcher_adds_itself_to_those_already_named(
+        me: Owner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study driver names itself, then ``mlflow run`` between it and the entry point: the
+    entry watches both."""
+    driver = replace(me, pid=me.pid + 1)
+    monkeypatch.setenv(LAUNCHER_ENV, json.dumps([driver.tags()]))
+    named = launcher_environment()
+    assert launchers_of(named) == [driver, me]
+    assert launchers_of({LAUNCHER_ENV: "not json"}) == []
+    assert launchers_of({}) == []

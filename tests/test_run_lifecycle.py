@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import replace
 
@@ -140,3 +141,24 @@ def test_an_entry_stopped_mid_import_says_so_in_one_line(tracking: str, after_s:
     assert "Traceback" not in stderr, stderr[-3000:]
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     assert len(stderr.strip().splitlines()) <= 3, stderr[-3000:]
+
+
+def test_a_stop_that_cut_mlflows_import_in_half_still_ends_the_run(tracking: str) -> None:
+    """A stop that lands while the entry imports MLflow leaves it half-imported in that
+    process (seen on a busy machine: a traceback, and the run left RUNNING): the run is ended
+    from a clean one."""
+    client = mlflow.MlflowClient()
+    run = client.create_run(client.get_experiment_by_name(tracking).experiment_id)
+    stopped_mid_import = textwrap.dedent("""
+        import sys, types
+        sys.modules["mlflow"] = types.ModuleType("mlflow")  # what a cut import leaves
+        from mlflow_dlaas.workloads.entry import _end_own_run
+        print(_end_own_run("stopped by signal SIGTERM"))
+    """)
+    done = subprocess.run([sys.executable, "-c", stopped_mid_import],
+                          env={**os.environ, "MLFLOW_RUN_ID": run.info.run_id},
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "; its run ended KILLED", done.stderr[-3000:]
+    ended = client.get_run(run.info.run_id)
+    assert ended.info.status == "KILLED"
+    assert ended.data.tags[REASON_TAG] == "stopped by signal SIGTERM"

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mlflow_dlaas.runs.ownership import Owner
@@ -61,16 +61,17 @@ def stop_strays(keep: set[int], grace_s: float = 5.0) -> list[str]:
     return named
 
 
-def watch_launcher(launcher: Owner | None, signum: int = signal.SIGTERM,
-                   every_s: float = 1.0) -> None:
-    """Send ``signum`` to this process once ``launcher`` provably died (checked every
-    ``every_s`` by a daemon thread): what the parent-death signal misses when a shell stands
-    between us, or when the launcher died before we could ask for that signal."""
-    if launcher is None or launcher.is_dead() is None:
+def watch_launchers(launchers: Sequence[Owner], signum: int = signal.SIGTERM,
+                    every_s: float = 1.0) -> None:
+    """Send ``signum`` to this process once one of ``launchers`` provably died (checked
+    every ``every_s`` by a daemon thread): what the parent-death signal misses when a shell
+    stands between us, or when the launcher died before we could ask for that signal."""
+    watched = [launcher for launcher in launchers if launcher.is_dead() is not None]
+    if not watched:
         return
 
     def watch() -> None:
-        while not launcher.is_dead():
+        while not any(launcher.is_dead() for launcher in watched):
             time.sleep(every_s)
         os.kill(os.getpid(), signum)
 

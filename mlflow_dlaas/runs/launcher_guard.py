@@ -10,11 +10,17 @@ The run then had no owner for the sweep and stayed RUNNING for ever.
 MLflow offers no hook in its CLI process but its run context providers, which it makes when
 it is imported (ours: :class:`mlflow_dlaas.run_context.DlaasRunContextProvider`): there we
 install an exception hook and signal handlers. The run is found in the dying process's
-frames (MLflow's ``active_run`` / ``submitted_run`` locals): the CLI keeps it nowhere else.
+frames (a local of MLflow's that holds a run): the CLI keeps it nowhere else.
+
+The other side of that race: an entry point that was already starting when ``mlflow run``
+died found its run ended and no owner. It names ``mlflow run`` among its launchers
+(:func:`mlflow_dlaas.runs.ownership.launcher_environment`), so it stops as soon as it sees
+that process gone, and it refuses a run that ended before it took it over.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -22,10 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from mlflow_dlaas.runs.ownership import launcher_environment
+
 #: The signals that end ``mlflow run`` without Python's cleanup (SIGINT is MLflow's own:
 #: it cancels the run KILLED itself).
 GUARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_RUN_LOCALS = ("active_run", "submitted_run")
 
 
 def is_mlflow_run_cli(argv: list[str]) -> bool:
@@ -51,6 +58,7 @@ def guard_mlflow_run_cli(argv: list[str] | None = None) -> None:
         previous_hook(kind, error, trace)
 
     sys.excepthook = on_error
+    os.environ.update(launcher_environment())  # the entry point MLflow starts dies with us
     for signum in GUARDED_SIGNALS:
         if signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, _on_signal)
@@ -77,14 +85,18 @@ def _stack_of(frame: FrameType | None) -> Iterator[FrameType]:
 
 
 def _run_in(frames: Iterator[FrameType]) -> str | None:
-    """The id of the run MLflow's frames hold (an ActiveRun, a Run or a SubmittedRun)."""
+    """The id of the run MLflow's frames hold: any local that is a run (an ActiveRun, a Run)
+    or a submitted run, whatever MLflow names it (``active_run``, ``submitted_run_obj``,
+    ``self`` in the wait)."""
+    from mlflow.entities import Run
+    from mlflow.projects.submitted_run import SubmittedRun
+
     for frame in frames:
-        for name in _RUN_LOCALS:
-            held = frame.f_locals.get(name)
-            run_id = getattr(getattr(held, "info", None), "run_id", None) or \
-                getattr(held, "run_id", None)
-            if isinstance(run_id, str) and run_id:
-                return run_id
+        for held in frame.f_locals.values():
+            if isinstance(held, Run):
+                return held.info.run_id
+            if isinstance(held, SubmittedRun) and held.run_id:
+                return held.run_id
     return None
 
 
@@ -93,21 +105,17 @@ def _end_untaken(run_id: str | None, status: str, reason: str) -> None:
     run itself: it dies with its launcher) or it ended already."""
     if run_id is None:
         return
+    # MLflow's SQL store logs a busy database's traceback before it raises: the retry says it
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     try:
-        import mlflow
-
         from mlflow_dlaas.redaction import redact_text
-        from mlflow_dlaas.runs.ownership import Owner
-        from mlflow_dlaas.runs.schema import REASON_TAG
+        from mlflow_dlaas.runs.lifecycle import end_if_running
 
-        client = mlflow.MlflowClient()
-        run = client.get_run(run_id)
-        if run.info.status != "RUNNING" or Owner.from_tags(run.data.tags) is not None:
-            return
-        client.set_tag(run_id, REASON_TAG, redact_text(reason)[:5000])
-        client.set_terminated(run_id, status)
+        ended = end_if_running(run_id, status, reason, unless_owned=True)
+    except Exception:  # the store may be what failed: the sweep cannot help, say so
+        ended = None
+    if ended:
         print(f"mlflow-dlaas: run {run_id} ended {status}: {redact_text(reason)}",
               file=sys.stderr)
-    except Exception as e:  # the store may be what failed: the sweep cannot help, say so
-        print(f"mlflow-dlaas: could not end run {run_id} ({type(e).__name__}); it stays "
-              "RUNNING", file=sys.stderr)
+    elif ended is None:
+        print(f"mlflow-dlaas: could not end run {run_id}; it stays RUNNING", file=sys.stderr)

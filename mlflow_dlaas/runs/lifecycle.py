@@ -14,7 +14,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import Param, Run
 
-from mlflow_dlaas.errors import DiskFullError
+from mlflow_dlaas.errors import DiskFullError, DlaasError
 from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.journal import journal_root
 from mlflow_dlaas.runs.ownership import Owner, owner_tags
@@ -55,16 +55,48 @@ def end_run(client: mlflow.MlflowClient, run_id: str, status: str, reason: str) 
     client.set_terminated(run_id, status)
 
 
-def end_if_running(run_id: str, status: str, reason: str) -> bool:
-    """End ``run_id`` with ``status`` and the reason unless it has ended already; False
-    where the store could not be asked."""
+#: How long ending a run tries again while the store is busy: SQLite's writers that both read
+#: first get "database is locked" at once, without waiting (a stopped ``mlflow run`` and its
+#: entry point end the run at the same moment).
+BUSY_STORE_RETRY_S = 10.0
+
+
+def end_if_running(run_id: str, status: str, reason: str, *,
+                   unless_owned: bool = False) -> bool | None:
+    """End ``run_id`` with ``status`` and the reason unless it has ended already (or, with
+    ``unless_owned``, a process has taken it over, which ends it itself). True: ended now;
+    False: nothing to end; None: the store could not be asked (the owner sweep is the
+    backstop)."""
+    import time
+
     client = mlflow.MlflowClient()
-    try:
-        if client.get_run(run_id).info.status == "RUNNING":
+    deadline = time.monotonic() + BUSY_STORE_RETRY_S
+    while True:
+        try:
+            run = client.get_run(run_id)
+            if run.info.status != "RUNNING" or \
+                    unless_owned and Owner.from_tags(run.data.tags) is not None:
+                return False
             end_run(client, run_id, status, reason)
-    except Exception:  # a store that does not answer: the owner sweep is the backstop
-        return False
-    return True
+            return True
+        except Exception as e:
+            if "database is locked" not in str(e) or time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)
+
+
+def refuse_ended_run(run_id: str) -> None:
+    """Raise where the run ``mlflow run`` handed us has ended already (its launcher was
+    stopped while we started, and ended the run): taking it would set it RUNNING again and
+    measure what the user stopped."""
+    try:
+        run = mlflow.MlflowClient().get_run(run_id)
+    except Exception:  # a store that does not answer: starting the run says so
+        return
+    if run.info.status != "RUNNING":
+        said = run.data.tags.get(REASON_TAG, "no reason recorded")
+        raise DlaasError(f"run {run_id} ended {run.info.status} before this entry point "
+                         f"started ({said}); nothing was measured: start a new run")
 
 
 #: What a full disk looks like in an error: the errno, or SQLite's words for it.

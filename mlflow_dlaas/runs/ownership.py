@@ -89,23 +89,30 @@ def _start_token(pid: int) -> str | None:
     return f"{fields[19]}@{context}"
 
 
-#: Names the process that launched an entry point (JSON owner tags), for its watchdog.
+#: Names the processes that launched an entry point (a JSON list of owner tags), for its
+#: watchdog: a study driver, and ``mlflow run`` between it and the entry.
 LAUNCHER_ENV = "DLAAS_LAUNCHER"
 
 
 def launcher_environment() -> dict[str, str]:
-    """What a launcher (a study driver, the demo) puts in the environment of what it
-    starts, so that the process dies with it even across a shell in between."""
+    """What a launcher (a study driver, the demo, ``mlflow run``) puts in the environment of
+    what it starts, so that the process dies with it even across a shell in between: this
+    process added to the launchers already named there."""
     import json
 
-    return {LAUNCHER_ENV: json.dumps(Owner.this_process().tags())}
+    named = [owner.tags() for owner in launchers_of(os.environ)]
+    return {LAUNCHER_ENV: json.dumps([*named, Owner.this_process().tags()])}
 
 
-def launcher_of(environ: Mapping[str, str]) -> Owner | None:
-    """The launcher named in ``environ`` (see :func:`launcher_environment`), if any."""
+def launchers_of(environ: Mapping[str, str]) -> list[Owner]:
+    """The launchers named in ``environ`` (see :func:`launcher_environment`)."""
     import json
 
     try:
-        return Owner.from_tags(json.loads(environ.get(LAUNCHER_ENV, "") or "{}"))
+        named = json.loads(environ.get(LAUNCHER_ENV, "") or "[]")
     except ValueError:
-        return None
+        return []
+    if not isinstance(named, list):
+        return []
+    found = (Owner.from_tags(tags) for tags in named if isinstance(tags, dict))
+    return [owner for owner in found if owner is not None]

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -22,9 +23,9 @@ from mlflow_dlaas.measured_process.lifeline import (
     Stopped,
     die_with_parent,
     stop_on_signals,
-    watch_launcher,
+    watch_launchers,
 )
-from mlflow_dlaas.runs.ownership import launcher_of
+from mlflow_dlaas.runs.ownership import launchers_of
 from mlflow_dlaas.runs.tracking import configure_tracking
 
 R = TypeVar("R")
@@ -50,14 +51,15 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
     # MLflow's SQL store logs each failed statement with its traceback and then raises it;
     # the raised error is what ends the run, in one line (a full disk printed 120 lines)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-    try:
-        with stop_on_signals():
+    with stop_on_signals():  # still ours while a stop ends the run: later signals wait
+        try:
             die_with_parent(os.getppid(), signal.SIGTERM)  # a killed launcher: our run KILLED
-            watch_launcher(launcher_of(os.environ))  # a study driver, beyond a shell too
+            # what that signal misses: a launcher beyond a shell, or one dead before we asked
+            watch_launchers(launchers_of(os.environ))
             return _deliver_held(name, _run(name, argv, start, work, done))
-    except Stopped as e:
-        print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
-        return _deliver_held(name, 128 + e.signum, within_s=0.0)
+        except Stopped as e:
+            print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
+            return _deliver_held(name, 128 + e.signum, within_s=0.0)
 
 
 def _deliver_held(name: str, code: int, within_s: float | None = None) -> int:
@@ -78,11 +80,27 @@ def _end_own_run(reason: str) -> str:
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return ""
-    from mlflow_dlaas.runs.lifecycle import end_if_running  # MLflow, only when needed
+    try:
+        from mlflow_dlaas.runs.lifecycle import end_if_running  # MLflow, only when needed
 
-    if end_if_running(run_id, "KILLED", reason):
+        answered = end_if_running(run_id, "KILLED", reason) is not None
+    except Exception:  # the stop cut MLflow's import in half: end the run from a clean process
+        answered = _end_in_fresh_process(run_id, reason)
+    if answered:
         return "; its run ended KILLED"
     return f"; its run {run_id} could not be ended: the tracking store did not answer"
+
+
+def _end_in_fresh_process(run_id: str, reason: str) -> bool:
+    """:func:`end_if_running` in a new interpreter (this one holds a half-imported MLflow);
+    whether the store answered."""
+    code = ("import sys\nfrom mlflow_dlaas.runs.lifecycle import end_if_running\n"
+            "sys.exit(end_if_running(sys.argv[1], 'KILLED', sys.argv[2]) is None)")
+    try:
+        return subprocess.run([sys.executable, "-c", code, run_id, reason],
+                              capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _run(name: str, argv: Sequence[str] | None, start: Start | None,
@@ -98,9 +116,13 @@ def _run(name: str, argv: Sequence[str] | None, start: Start | None,
                 except DlaasError as e:  # under mlflow run, the run must say so
                     early_error = e
             if os.environ.get("MLFLOW_RUN_ID"):
-                from mlflow_dlaas.runs.lifecycle import failing_run_guard  # MLflow, after start
+                from mlflow_dlaas.runs.lifecycle import (  # MLflow, after start
+                    failing_run_guard,
+                    refuse_ended_run,
+                )
 
                 configure_tracking(announce=False)
+                refuse_ended_run(os.environ["MLFLOW_RUN_ID"])
                 with failing_run_guard():
                     if early_error is not None:
                         raise early_error
