@@ -202,9 +202,10 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
     best = ranked.iloc[0]
     names = rows.set_index("run_id")["run_name"].to_dict()
     experiments = rows.set_index("run_id")["experiment_id"].to_dict()
+    measured = rows.set_index("run_id")[keys[0]].notna().to_dict()
     evidence = tuple(Evidence(r, str(names.get(r, "")), run_url(
         experiments.get(r, "0"), r, tracking_uri))
-                     for r in best["run_ids"])
+                     for r in best["run_ids"] if measured.get(r))  # the runs of the figure
     return Recommendation(
         goal, bounds, len(stats), excluded, _settings(best, shown),
         _value(best, keys[0]), evidence,

@@ -93,6 +93,15 @@ def test_a_gap_within_the_minimum_effect_is_no_meaningful_difference() -> None:
         "0.97" in answer.sentence() and "within ±5%" in answer.sentence()
 
 
+def test_the_evidence_is_the_runs_the_figure_came_from() -> None:
+    """A replicate that never logged the objective (a training run that never reached its
+    target accuracy has no time to accuracy) is not evidence for the figure."""
+    answer = recommend(_runs({"pytorch": [0.7, float("nan")], "tensorflow": [1.0, 1.1]}),
+                       parse_goal("train_time"))
+    assert answer.value == "0.700 s (1 run)"
+    assert [e.run_id for e in answer.evidence] == ["pytorch-0"]
+
+
 def test_runs_of_two_models_get_one_answer_each_never_ranked_together() -> None:
     rows = pd.concat([
         _runs({"pytorch": [1.0, 1.1, 1.2, 1.3], "tensorflow": [2.0, 2.1, 2.2, 2.3]})
