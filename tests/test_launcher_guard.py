@@ -24,14 +24,15 @@ pytestmark = pytest.mark.slow
 TRAIN = ["-P", "epochs=1", "-P", "max_steps=8", "-P", "warmup_steps=1"]
 
 
-def _mlflow_run(tracking: str, experiment: str, *params: str) -> subprocess.Popen[str]:
+def _mlflow_run(tracking: str, experiment: str | None, *params: str
+                ) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_RUN_ID",
                                                             "MLFLOW_EXPERIMENT_ID")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # .venv active
     env["MLFLOW_TRACKING_URI"] = mlflow.get_tracking_uri()
     return subprocess.Popen(
         ["mlflow", "run", str(projects_dir() / "pytorch"), "-e", "train", "--env-manager",
-         "local", "--experiment-name", experiment, *params],
+         "local", *(["--experiment-name", experiment] if experiment else []), *params],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -86,6 +87,23 @@ def test_a_sigterm_as_the_entry_starts_stops_the_entry_and_measures_nothing(
     (run,) = _runs(experiment)
     assert run.info.status == "KILLED", run.data.tags.get(REASON_TAG)
     assert not run.data.metrics, "the stopped run measured something"
+
+
+def test_a_run_that_has_ended_is_never_measured_again(tracking: str) -> None:
+    """What the entry meets when its stopped launcher ended the run first (or a user hands
+    `mlflow run --run-id` an ended run): it refuses, and the run stays as it was."""
+    client = mlflow.MlflowClient()
+    run = client.create_run(client.get_experiment_by_name(tracking).experiment_id)
+    client.set_terminated(run.info.run_id, "KILLED")
+    proc = _mlflow_run(tracking, None, "--run-id", run.info.run_id, *TRAIN)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert f"run {run.info.run_id} has ended KILLED; nothing was measured into it" in stderr
+    after = client.get_run(run.info.run_id)
+    # MLflow itself then sets it FAILED: its "ended already?" check compares the status's
+    # name with numbers (RunStatus.is_terminated("KILLED") is False)
+    assert after.info.status in ("KILLED", "FAILED")
+    assert not after.data.metrics
 
 
 def _entry_of(pid: int, deadline_s: float) -> psutil.Process:

@@ -94,9 +94,10 @@ def refuse_ended_run(run_id: str) -> None:
     except Exception:  # a store that does not answer: starting the run says so
         return
     if run.info.status != "RUNNING":
-        said = run.data.tags.get(REASON_TAG, "no reason recorded")
-        raise DlaasError(f"run {run_id} ended {run.info.status} before this entry point "
-                         f"started ({said}); nothing was measured: start a new run")
+        said = run.data.tags.get(REASON_TAG)
+        raise DlaasError(f"run {run_id} has ended {run.info.status}"
+                         f"{f' ({said})' if said else ''}; nothing was measured into it, "
+                         "as a run is measured once: start a new run")
 
 
 #: What a full disk looks like in an error: the errno, or SQLite's words for it.
