@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from mlflow_dlaas.data import DEFAULT_DATASET, LOADERS
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.errors import ConfigError, NotMeasurableHereError
 from mlflow_dlaas.hardware import emulated_bf16_reason
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import STRING_SETTINGS, ParallelismSettings
@@ -20,6 +20,14 @@ DEVICES = ("cpu", "cuda")
 #: Training precisions: fp32, or bf16 mixed precision (bf16 compute, fp32 weights) on a CPU
 #: with native bf16 or a GPU.
 TRAIN_PRECISIONS = ("fp32", "bf16")
+
+
+def refuse_emulated_bf16(precision: str, device: str) -> None:
+    """NotMeasurableHereError where bf16 on the CPU would be emulated: a valid setting,
+    refused for one run and skipped by a study on this machine."""
+    reason = emulated_bf16_reason() if precision == "bf16" and device == "cpu" else ""
+    if reason:
+        raise NotMeasurableHereError(f"precision bf16: {reason}")
 
 
 @dataclass(frozen=True)
@@ -73,8 +81,6 @@ class TrainConfig:
              f"device must be one of {', '.join(DEVICES)}, got {self.device!r}"),
             (self.precision in TRAIN_PRECISIONS,
              f"precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {self.precision!r}"),
-            (not (self.precision == "bf16" and self.device == "cpu" and emulated_bf16_reason()),
-             f"precision bf16: {emulated_bf16_reason()}"),
             (0 < self.target_accuracy <= 1,
              f"target_accuracy must be in (0, 1], got {self.target_accuracy}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}"),
@@ -89,6 +95,7 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        refuse_emulated_bf16(self.precision, self.device)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> TrainConfig:

@@ -31,6 +31,11 @@ class ConfigError(DlaasError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class NotMeasurableHereError(ConfigError):
+    """A valid setting this machine cannot measure as it is meant (bf16 on a CPU without
+    native bf16): one run asking for it is refused; a study skips the points that hold it."""
+
+
 class CommandNotFoundError(DlaasError):
     """The command to launch does not exist on PATH."""
 

@@ -51,11 +51,25 @@ AMD_HALF_WIDTH_AVX512_FAMILIES = frozenset({25})
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
+#: The CPU flags to assume in place of /proc/cpuinfo's, comma-separated, for the decisions
+#: that depend on the CPU (native bf16): how the suite runs the branch of a CPU it is not on.
+ASSUMED_FLAGS_VARIABLE = "DLAAS_ASSUME_CPU_FLAGS"
+
+
+def decision_flags() -> list[str]:
+    """The CPU flags that decide what this machine can measure: /proc/cpuinfo's, or those
+    :data:`ASSUMED_FLAGS_VARIABLE` names where it is set."""
+    assumed = os.environ.get(ASSUMED_FLAGS_VARIABLE)
+    if assumed is not None:
+        return [f.strip() for f in assumed.split(",") if f.strip()]
+    return _flags(parse_cpuinfo(_read_text(CPUINFO) or ""))
+
+
 def emulated_bf16_reason(flags: Iterable[str] | None = None) -> str:
-    """Why bf16 would be emulated on this CPU (``flags``: its /proc/cpuinfo flags), or ''
-    where it has native bf16 units."""
+    """Why bf16 would be emulated on this CPU (``flags``: its /proc/cpuinfo flags, default
+    :func:`decision_flags`), or '' where it has native bf16 units."""
     if flags is None:
-        flags = _flags(parse_cpuinfo(_read_text(CPUINFO) or ""))
+        flags = decision_flags()
     if set(flags) & set(NATIVE_BF16_FLAGS):
         return ""
     return (f"this CPU has no native bf16 ({' or '.join(NATIVE_BF16_FLAGS)}): bf16 would be "

@@ -7,9 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from mlflow_dlaas.config import NESTED, NESTED_KEYS, as_bool, as_int, nested_params, pop_parallelism
+from mlflow_dlaas.config import (
+    NESTED,
+    NESTED_KEYS,
+    as_bool,
+    as_int,
+    nested_params,
+    pop_parallelism,
+    refuse_emulated_bf16,
+)
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.hardware import emulated_bf16_reason
 from mlflow_dlaas.inference.instance_layout import check_layout
 from mlflow_dlaas.inference.model_uri import ModelUri, parse_model_uri
 from mlflow_dlaas.inference.sources.text_model import (
@@ -92,8 +99,6 @@ class InferConfig:
             if getattr(self, name) not in valid:
                 raise ConfigError(f"{name} must be one of {', '.join(valid)}, "
                                   f"got {getattr(self, name)!r}")
-        if self.precision == "bf16" and self.device == "cpu" and emulated_bf16_reason():
-            raise ConfigError(f"precision bf16: {emulated_bf16_reason()}")
         if self.min_query_count < 1 or self.min_duration_s < 0 or self.warmup_queries < 0:
             raise ConfigError("min_query_count must be >= 1, min_duration_s and "
                               "warmup_queries >= 0")
@@ -111,6 +116,7 @@ class InferConfig:
         if not (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s)):
             raise ConfigError(f"stall_timeout_s must be a finite number > 0, "
                               f"got {self.stall_timeout_s}")
+        refuse_emulated_bf16(self.precision, self.device)  # valid, but not measurable here
 
     def _check_text_model(self) -> None:
         if self.runtime not in TEXT_RUNTIMES:

@@ -22,6 +22,7 @@ from mlflow_dlaas.runs.schema import (
     REPLICATE_TAG,
     ROLE_TAG,
     RUNTIME_TAG,
+    SKIPPED_TAG,
     STUDY_TAG,
     TRIAL_NUMBER_TAG,
     VALIDITY_REASON_TAG,
@@ -51,6 +52,8 @@ class RunTable:
     experiment_ids: tuple[str, ...]
     runs: pd.DataFrame
     status_counts: dict[str, int] = field(default_factory=dict)
+    #: per study in scope, the points its machine skipped unmeasured, and why
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def finished(self) -> pd.DataFrame:
@@ -71,7 +74,11 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
     else:
         ids = tuple(e.experiment_id for e in _experiments(client))
         query, scope = f"tags.`dlaas.study` = '{quoted(study)}'", f"study {study}"
-    runs = [r for r in _search(client, ids, query)
+    found_runs = _search(client, ids, query)
+    skipped = {r.data.tags.get(STUDY_TAG, r.info.run_name): r.data.tags[SKIPPED_TAG]
+               for r in found_runs
+               if r.data.tags.get(ROLE_TAG) == "study" and SKIPPED_TAG in r.data.tags}
+    runs = [r for r in found_runs
             if r.data.tags.get(ROLE_TAG) not in NOT_MEASUREMENTS
             and r.data.tags.get(ENTRY_TAG) not in NOT_MEASUREMENTS
             and r.data.tags.get(ORPHANED_TAG) != "true"]  # its trial's retry measured it
@@ -84,7 +91,7 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
                                       "start_time", "end_time", "entry", "system", "host",
                                       "validity"])
     counts = table["status"].value_counts().to_dict() if len(table) else {}
-    return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()})
+    return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()}, skipped)
 
 
 def _search(client: MlflowClient, experiment_ids: tuple[str, ...], query: str) -> list[Run]:

@@ -271,6 +271,8 @@ def _notes(table: RunTable, kept: pd.DataFrame, host_count: int) -> list[str]:
     if unfinished:
         notes.append("Not in the tables (only finished runs are): "
                      + ", ".join(f"{n} {s.lower()}" for s, n in sorted(unfinished.items())))
+    notes += [f"Skipped unmeasured on the machine that ran study {study!r} (not in the "
+              f"tables): {text}" for study, text in sorted(table.skipped.items())]
     if table.runs.empty:
         notes.append(f"No runs in {table.scope}: run `mlflow run projects/<framework> ...` or "
                      "`mlflow-dlaas study SPEC.yaml` first.")

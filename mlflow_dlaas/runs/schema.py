@@ -296,6 +296,8 @@ VALIDITY_REASON_TAG = "dlaas.validity_reason"
 REASON_TAG = "dlaas.failure_reason"
 #: a run whose trial was retried (the retry measured it)
 ORPHANED_TAG = "dlaas.orphaned"
+#: on a study's parent run: the trials this machine skipped unmeasured, and why
+SKIPPED_TAG = "dlaas.skipped_here"
 #: a trial run the study's pruner stopped (it ends KILLED)
 PRUNED_TAG = "dlaas.pruned"
 BEST_TRIAL_TAG = "dlaas.best_trial"

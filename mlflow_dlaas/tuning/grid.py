@@ -27,6 +27,9 @@ from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 POINT_ATTR = "dlaas_grid_point"
 #: set (user attribute) on a trial failed because its worker stopped; its retry holds its point
 GIVEN_UP_ATTR = "dlaas_worker_stopped"
+#: set (user attribute) on a trial pruned unmeasured because this machine cannot measure its
+#: point as meant (bf16 without native units): the reason; its point counts as held, not measured
+SKIPPED_ATTR = "dlaas_skipped_here"
 
 Point = dict[str, Any]
 #: how often a new trial looks again for a worker that took the same point at the same time
@@ -85,8 +88,9 @@ class GridByValue:
         return [p for p in self.points if point_key(p, self.names) not in taken]
 
     def measured(self, trials: Sequence[FrozenTrial]) -> int:
-        """Distinct points with a complete or pruned trial."""
-        done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+        """Distinct points with a complete or pruned trial (not one skipped unmeasured)."""
+        done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                and not t.user_attrs.get(SKIPPED_ATTR)]
         return len(self.taken(done))
 
 

@@ -18,6 +18,11 @@ from mlflow_dlaas.inference.sources.text_model import TEXT_MODELS
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.redaction import redact_uri
+from mlflow_dlaas.tuning.measurable import (
+    refuse_if_nothing_measurable,
+    skipped_lines,
+    skipped_settings,
+)
 from mlflow_dlaas.tuning.sampling import grid_space
 from mlflow_dlaas.tuning.spec import Dimension, StudySpec
 
@@ -39,11 +44,20 @@ class StudyPlan:
     grid_points: int | None  # the grid's size, for the grid sampler
     libraries: tuple[str, ...]  # "setting=choice: file" for each preloaded library
     packages: tuple[str, ...]  # "project: requirement (installed version)" under local
+    #: "skipped here: precision=bf16 (1 of 3 points): why" for each setting this machine
+    #: cannot measure as meant
+    skipped: tuple[str, ...] = ()
+    skipped_points: int = 0  # grid points skipped here, which make no run
+
 
     @property
     def runs(self) -> int | None:
-        """Child runs the study makes: a run per replicate per trial."""
-        return None if self.trials is None else self.trials * self.spec.replicates
+        """Child runs the study makes: a run per replicate per trial (a whole grid's
+        skipped points make none)."""
+        if self.trials is None:
+            return None
+        skipped = self.skipped_points if self.trials == self.grid_points else 0
+        return (self.trials - skipped) * self.spec.replicates
 
     @property
     def startup_minutes(self) -> float | None:
@@ -57,7 +71,8 @@ class StudyPlan:
         trials = (f"{self.trials} trials" if self.trials is not None
                   else f"trials until {spec.timeout_s:g} s have passed")
         if self.grid_points is not None:
-            trials += f" (the grid has {self.grid_points} points)"
+            skipped = f", {self.skipped_points} skipped here" if self.skipped_points else ""
+            trials += f" (the grid has {self.grid_points} points{skipped})"
         runs = f"{self.runs} runs" if self.runs is not None else "a run per replicate per trial"
         lines = [
             f"study {spec.name!r} (experiment {spec.experiment or spec.name!r}): "
@@ -74,6 +89,7 @@ class StudyPlan:
                                                      for c in spec.constraints))
         lines += [f"library: {text}" for text in self.libraries]
         lines += [f"package: {text}" for text in self.packages]
+        lines += list(self.skipped)
         if self.startup_minutes is not None:
             lines.append(f"time: at least {self.startup_minutes:.1f} min of start-up "
                          f"({STARTUP_S[spec.env_manager]:g} s a run), plus the work itself")
@@ -92,7 +108,8 @@ def _target(spec: StudySpec) -> str:
 def plan_study(spec: StudySpec, *, max_trials: int | None = None) -> StudyPlan:
     """The plan of ``spec`` (its ``n_trials`` capped at ``max_trials``); ConfigError (one
     line, how to fix) when this machine cannot run it: a preloaded library or, under
-    ``env_manager: local``, a project's framework is missing."""
+    ``env_manager: local``, a project's framework is missing, or it can measure none of the
+    grid's points. Points it cannot measure as meant are listed, to be skipped."""
     if max_trials is not None:
         spec = replace(spec, n_trials=min(spec.n_trials or max_trials, max_trials))
     grid = grid_space(spec) if spec.sampler == "grid" else None
@@ -100,7 +117,11 @@ def plan_study(spec: StudySpec, *, max_trials: int | None = None) -> StudyPlan:
     trials = spec.n_trials
     if points is not None:
         trials = points if trials is None else min(trials, points)
-    return StudyPlan(spec, trials, points, _libraries(spec), _packages(spec))
+    skipped = skipped_settings(spec)
+    refuse_if_nothing_measurable(spec, skipped)
+    return StudyPlan(spec, trials, points, _libraries(spec), _packages(spec),
+                     tuple(skipped_lines(spec, skipped)),
+                     sum(count for _, count, _, _ in skipped) if points else 0)
 
 
 def _libraries(spec: StudySpec) -> tuple[str, ...]:

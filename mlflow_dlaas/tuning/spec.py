@@ -14,7 +14,7 @@ from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, _validate_experiment_n
 
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import RANDOM_LABEL_DATASETS
-from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.errors import ConfigError, NotMeasurableHereError
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.launch import ProjectEntry, projects_dir, read_project
 from mlflow_dlaas.optuna_access.pruners import PRUNERS
@@ -360,7 +360,10 @@ def _check_params(entry: str, frameworks: Sequence[str], fixed: Mapping[str, Any
         for fw in frameworks:
             try:
                 parse({**{k: str(v) for k, v in params.items()}, project_param: fw})
-            except ConfigError as e:
+            except NotMeasurableHereError as e:
+                if where == "fixed":  # every point holds it: nothing to measure here
+                    raise ConfigError(f"study spec: {where}: {e}") from None
+            except ConfigError as e:  # a searched value this machine cannot measure is skipped
                 raise ConfigError(f"study spec: {where}: {e}") from None
 
     check("fixed", fixed)

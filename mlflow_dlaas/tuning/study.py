@@ -40,6 +40,7 @@ from mlflow_dlaas.runs.schema import (
     REASON_TAG,
     REPLICATE_TAG,
     ROLE_TAG,
+    SKIPPED_TAG,
     STUDY_TAG,
     TRIAL_NAME_TAG,
     TRIAL_NUMBER_TAG,
@@ -59,7 +60,8 @@ from mlflow_dlaas.tuning.feasibility import (
     is_feasible,
     record_constraints,
 )
-from mlflow_dlaas.tuning.grid import GridByValue
+from mlflow_dlaas.tuning.grid import SKIPPED_ATTR, GridByValue
+from mlflow_dlaas.tuning.measurable import skip_reason, skipped_text, skipped_trials
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
 from mlflow_dlaas.tuning.recovery import (
     HEARTBEAT_ATTR,
@@ -158,6 +160,10 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     print(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
           f"{summary.failed} failed{_grid_coverage(study, spec)}; parent run {parent_id}",
           file=sys.stderr)
+    skipped = skipped_trials(study.get_trials(deepcopy=False))
+    if skipped:
+        print(f"mlflow-dlaas: skipped on this machine, nothing run: {skipped_text(skipped)}",
+              file=sys.stderr)
     _say_if_none_feasible(study, spec, summary)
     print(f"mlflow-dlaas: to browse: {target.ui_command()}", file=sys.stderr)
     if summary.failure is not None:
@@ -340,6 +346,13 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     framework = params.pop("framework", spec.frameworks[0]) if spec.frameworks else \
         project_name(spec.project)
     trial.set_user_attr("framework", framework)
+    skipped = skip_reason(spec, framework, {**spec.fixed, **params})
+    if skipped:  # pruned unmeasured: this machine would only emulate the point
+        trial.set_user_attr(SKIPPED_ATTR, skipped)
+        _tell(study, trial, stop, state=TrialState.PRUNED)
+        print(f"mlflow-dlaas: trial {trial.number} skipped, nothing run: {skipped}",
+              file=sys.stderr)
+        return TrialState.PRUNED
     last_beat = [0.0]
     run_ids: list[str] = []
 
@@ -518,6 +531,10 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
         grid = GridByValue(grid_space(spec))
         client.log_metric(parent_id, "grid_points_measured", grid.measured(trials))
         client.log_metric(parent_id, "grid_points", len(grid.points))
+    skipped = skipped_trials(trials)
+    client.log_metric(parent_id, "trials_skipped_here", len(skipped))
+    if skipped:
+        client.set_tag(parent_id, SKIPPED_TAG, skipped_text(skipped))
     failure = None
     if not count[TrialState.RUNNING]:
         failure = no_completion_reason(trials)

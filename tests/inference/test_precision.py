@@ -11,7 +11,7 @@ import pytest
 from mlflow_dlaas.backends import InferenceOptions, get_runtime
 from mlflow_dlaas.backends.served_model import ModelSource
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.hardware import emulated_bf16_reason
+from mlflow_dlaas.hardware import ASSUMED_FLAGS_VARIABLE, emulated_bf16_reason
 from mlflow_dlaas.inference import equivalence
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.sources.fresh import export_fresh, fresh_source
@@ -60,9 +60,10 @@ def test_openvino_int8_asks_for_static_quantization(tmp_path: Path) -> None:
         served.prepare(source, InferenceOptions(precision="int8"))
 
 
-def test_bf16_where_the_cpu_emulates_it_is_refused_with_the_reason() -> None:
-    if not emulated_bf16_reason():
-        pytest.skip("this CPU has native bf16: bf16 is measured here")
+def test_bf16_where_the_cpu_emulates_it_is_refused_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On every CPU: an AVX2-only one's detection assumed where this one has bf16."""
+    monkeypatch.setenv(ASSUMED_FLAGS_VARIABLE, "avx,avx2,fma")
     with pytest.raises(ConfigError, match=r"precision bf16: this CPU has no native bf16 "
                                           r"\(avx512_bf16 or amx_bf16\)"):
         InferConfig("openvino", precision="bf16")
