@@ -21,6 +21,7 @@ import mlflow
 import pytest
 from mlflow.environment_variables import MLFLOW_ENV_ROOT
 
+from mlflow_dlaas.hardware import CPUINFO, emulated_bf16_reason, framework_flags, parse_cpuinfo
 from mlflow_dlaas.launch import BUILT_ENVIRONMENTS, environment_lock
 from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.runs.store_lock import wait_for_sqlite_locks
@@ -250,6 +251,27 @@ def _documented_command_folder(command: str) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Closes the log (``-q`` hides the header) with the CPU the suite saw."""
+    terminalreporter.write_sep("-", "the CPU this suite ran on")
+    for line in cpu_lines():
+        terminalreporter.write_line(line)
+
+
+def cpu_lines() -> list[str]:
+    """The CPU the suite saw, and which branch of each CPU-dependent test runs for real
+    (the other branch runs with its detection assumed: DLAAS_ASSUME_CPU_FLAGS)."""
+    fields = parse_cpuinfo(CPUINFO.read_text() if CPUINFO.exists() else "")
+    flags = (fields.get("flags") or fields.get("Features") or "").split()
+    bf16 = emulated_bf16_reason(flags)
+    return [f"cpu: {fields.get('model name', 'unknown')}, {os.cpu_count()} cores; framework "
+            f"flags: {', '.join(framework_flags(flags)) or 'none'}",
+            "cpu branches: bf16 " + ("emulated here: the native branch runs assumed"
+                                     if bf16 else "native here: the emulated branch runs "
+                                                  "assumed")
+            + f"; AMX {'present' if 'amx_bf16' in flags else 'absent'}"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that share a costly fixture with one ``xdist_group`` each (``--dist
     loadgroup``: a group runs on one worker)."""
