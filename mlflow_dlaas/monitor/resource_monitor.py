@@ -100,7 +100,8 @@ class ResourceMonitor:
         self._probe_errors = 0
         self._failed_probes: set[str] = set()
         self._push_errors: set[str] = set()
-        self._thread_cpu_s = 0.0
+        self._thread_cpu_s = 0.0  # the sampler thread's own CPU, all of it
+        self._outside_cpu_s = 0.0  # samples taken by other threads (phase marks, the ends)
         self._sink: MlflowSink | None = None
         self._flushed = 0
         self.result: MonitorResult | None = None
@@ -147,7 +148,8 @@ class ResourceMonitor:
             summary=summarize(timeline),
             unavailable=dict(self._unavailable),
             probe_errors=self._probe_errors,
-            monitor_cpu_seconds=self._thread_cpu_s,
+            monitor_cpu_seconds=self._thread_cpu_s + self._outside_cpu_s,
+            wall_seconds=time.perf_counter() - self._t0,
         )
         if self._sink is not None:
             self._push_pending()
@@ -211,6 +213,14 @@ class ResourceMonitor:
     # sampling ------------------------------------------------------------------------------
     def sample_now(self) -> float:
         """Read every source now; returns the sample's time on the monitor clock."""
+        cpu0 = time.thread_time()
+        try:
+            return self._sample()
+        finally:
+            if threading.current_thread() is not self._thread:  # the loop counts its own
+                self._outside_cpu_s += time.thread_time() - cpu0
+
+    def _sample(self) -> float:
         with self._lock:
             values: dict[str, float] = {}
             for sampler in self._samplers:

@@ -48,7 +48,7 @@ class MlflowSink:
         """Flush the history, then log the curated summaries, source status, and the raw
         timeline, every statistic and a plot with the phases marked as artifacts."""
         self.flush()
-        self._log_metrics(curated_phase_summary(result.summary))
+        self._log_metrics({**curated_phase_summary(result.summary), **result.own_cost()})
         self.client.log_batch(self.run_id, tags=[RunTag(MONITOR_TAG, monitor_line(
             result, interval_s))])
         with tempfile.TemporaryDirectory() as tmp:
@@ -66,9 +66,13 @@ class MlflowSink:
 
 
 def monitor_line(result: MonitorResult, interval_s: float) -> str:
-    """``sampled every 0.2 s; 2 failed probes; not measured: rapl (no RAPL package zone
-    ...)``: the monitor's one tag (its whole account is ``monitor/summary.json``)."""
-    parts = [f"sampled every {interval_s:g} s"]
+    """``sampled every 0.2 s; its own CPU 0.120 s in 410 samples, 0.15 % of one core; 2
+    failed probe(s); not measured: rapl (...)``: the monitor's one tag (its whole account
+    is ``monitor/summary.json``)."""
+    parts = [f"sampled every {interval_s:g} s",
+             f"its own CPU {result.monitor_cpu_seconds:.3f} s in "
+             f"{len(result.timeline.samples)} samples, "
+             f"{result.cpu_percent_of_one_core:.2f} % of one core"]
     if result.probe_errors:
         parts.append(f"{result.probe_errors} failed probe(s)")
     if result.unavailable:

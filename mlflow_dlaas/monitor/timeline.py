@@ -7,6 +7,8 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlflow_dlaas.runs.schema import MONITOR_CPU_SECONDS, MONITOR_SAMPLES
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -70,7 +72,19 @@ class MonitorResult:
     summary: dict[str, float]
     unavailable: dict[str, str] = field(default_factory=dict)
     probe_errors: int = 0
+    #: the monitor's own CPU (its thread, and the samples other threads asked for)
     monitor_cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0  # from the first sample to the last
+
+    @property
+    def cpu_percent_of_one_core(self) -> float:
+        """The monitor's own CPU as a percentage of one core over the run's wall time."""
+        return 100 * self.monitor_cpu_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    def own_cost(self) -> dict[str, float]:
+        """What the monitor spent itself, as run metrics: its CPU seconds and samples."""
+        return {MONITOR_CPU_SECONDS: self.monitor_cpu_seconds,
+                MONITOR_SAMPLES: float(len(self.timeline.samples))}
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -78,8 +92,9 @@ class MonitorResult:
             "summary": self.summary,
             "unavailable": self.unavailable,
             "probe_errors": self.probe_errors,
-            "monitor_cpu_seconds": self.monitor_cpu_seconds,
-            "samples": len(self.timeline.samples),
+            **self.own_cost(),
+            "monitor_cpu_percent_of_one_core": self.cpu_percent_of_one_core,
+            "wall_seconds": self.wall_seconds,
         }
 
 

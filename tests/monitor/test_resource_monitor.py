@@ -62,6 +62,13 @@ def test_phases_and_timeline_reach_the_run(tracking: str) -> None:
     timeline = artifact_text(run.info.run_id, "monitor/timeline.csv")
     phases = {row["phase"] for row in csv.DictReader(timeline.splitlines())}
     assert {"idle", "train"} <= phases  # every sample names the phase it fell in
+    # what the monitor spent itself: its CPU in its samples, a share of one core
+    samples = metrics["monitor_samples"]
+    assert samples == len(list(csv.DictReader(timeline.splitlines()))) >= 10
+    assert 0 < metrics["monitor_cpu_seconds"] < metrics["run/proc_cpu_seconds"]
+    tag = client.get_run(run.info.run_id).data.tags["dlaas.monitor"]
+    assert f"its own CPU {metrics['monitor_cpu_seconds']:.3f} s in {int(samples)} samples" in tag
+    assert "% of one core" in tag
 
 
 def test_a_failing_probe_is_counted_and_the_rest_keeps_sampling() -> None:
