@@ -250,7 +250,6 @@ def _documented_command_folder(command: str) -> str | None:
     return RUN_AS_WRITTEN.get(command)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Closes the log (``-q`` hides the header) with the CPU the suite saw."""
     terminalreporter.write_sep("-", "the CPU this suite ran on")
@@ -272,6 +271,7 @@ def cpu_lines() -> list[str]:
             + f"; AMX {'present' if 'amx_bf16' in flags else 'absent'}"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that share a costly fixture with one ``xdist_group`` each (``--dist
     loadgroup``: a group runs on one worker)."""
