@@ -14,6 +14,26 @@ TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_BATCH = "test_batch"
 
 
+#: What a CIFAR-10 batch's pickle may name: numpy's arrays and dtypes (both module paths of
+#: numpy 1 and 2), nothing that can run code.
+ALLOWED_GLOBALS = frozenset({
+    (module, name) for module in ("numpy.core.multiarray", "numpy._core.multiarray")
+    for name in ("_reconstruct", "scalar")
+} | {("numpy", "ndarray"), ("numpy", "dtype")})
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler that admits numpy arrays, lists, dicts, bytes and numbers: a crafted
+    batch that names anything else (``os.system``, ...) is refused before it runs."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(
+                f"it names {module}.{name}, which a CIFAR-10 batch never holds (only numpy "
+                "arrays, lists and numbers are read; nothing in it was run)")
+        return super().find_class(module, name)
+
+
 def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 3, 32, 32) uint8 and labels of one pickled batch."""
     if not path.is_file():
@@ -23,7 +43,7 @@ def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         )
     try:
         with path.open("rb") as f:
-            batch = pickle.load(f, encoding="bytes")
+            batch = _ArraysOnly(f, encoding="bytes").load()
         data = np.asarray(batch[b"data"], dtype=np.uint8)
         labels = np.asarray(batch[b"labels"], dtype=np.int64)
         images = data.reshape(-1, 3, 32, 32)

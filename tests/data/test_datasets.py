@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
 from pathlib import Path
 
@@ -139,6 +140,27 @@ def test_cifar10_missing_or_corrupt_batch(tmp_path: Path) -> None:
     (directory / "data_batch_3").unlink()
     with pytest.raises(ConfigError, match="missing CIFAR-10 batch"):
         load_dataset("cifar10", data_dir=directory)
+
+
+class _Payload:
+    """A pickle that, loaded by plain ``pickle.load``, creates a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crafted_cifar10_batch_runs_nothing(tmp_path: Path) -> None:
+    directory = write_cifar_dir(tmp_path / "c")
+    marker = tmp_path / "ran"
+    (directory / "data_batch_2").write_bytes(pickle.dumps(
+        {b"data": _Payload(marker), b"labels": [0]}))
+    with pytest.raises(ConfigError, match=r"data_batch_2 is not a CIFAR-10 python batch: it "
+                                          r"names posix\.system.*nothing in it was run"):
+        load_dataset("cifar10", data_dir=directory)
+    assert not marker.exists()
 
 
 def test_embedded_default_is_real_mnist_with_a_fixed_stratified_split() -> None:
