@@ -43,6 +43,9 @@ MAX_NAME_LENGTH = 250
 #: the most points a grid study may have (each is at least one measured run), counted from
 #: the spec before any point is made
 MAX_GRID_POINTS = 10_000
+#: the most trials and replicates a spec may ask for, checked before anything is made (a
+#: billion replicates planned 50 million minutes and started)
+MAX_COUNTS = {"n_trials": 100_000, "replicates": 1_000}
 TOP_KEYS = {"name", "entry_point", "frameworks", "project", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
             "replicates", "replicate_seeds", "env_manager", "seed", "experiment"}
@@ -514,11 +517,16 @@ def _choice(raw: Mapping[str, Any], key: str, valid: tuple[str, ...], default: s
 
 
 def _positive_int(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    """A whole number from 1 to its bound in :data:`MAX_COUNTS`."""
     value = raw.get(key, default)
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"study spec: {key}: must be a whole number >= 1, got {value!r}")
+    if value > MAX_COUNTS[key]:
+        raise ConfigError(f"study spec: {key}: {value:,} is more than the {MAX_COUNTS[key]:,} "
+                          f"a study runs; each is at least one measured run in a fresh "
+                          f"process (seconds each): give at most {MAX_COUNTS[key]:,}")
     return value
 
 

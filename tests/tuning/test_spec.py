@@ -74,6 +74,9 @@ def test_several_objectives_default_to_nsga2() -> None:
          "'throughput' names two figures; write train_throughput .* or inference_throughput"),
         ({"n_trials": 0}, "n_trials: must be a whole number >= 1"),
         ({"replicates": "two"}, "replicates: must be a whole number >= 1"),
+        ({"replicates": 1_000_000_000}, "replicates: 1,000,000,000 is more than the 1,000 a "
+                                        "study runs"),
+        ({"n_trials": 10**12}, "n_trials: 1,000,000,000,000 is more than the 100,000"),
         ({"replicate_seeds": "same"}, "replicate_seeds: 'same' is not one of vary, fixed"),
         ({"replicate_seeds": None}, "replicate_seeds: None is not one of vary, fixed"),
         ({"fixed": {"seed": "7"}}, "fixed.seed: must be a whole number, got '7'"),
