@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
 
 from mlflow_dlaas.errors import SourceUnavailable
 from mlflow_dlaas.monitor.base import MIN_CPU_WINDOW_S, Sampler
+from mlflow_dlaas.monitor.proc_files import read_counters
 from mlflow_dlaas.runs.schema import (
     PROC_CPU_PERCENT,
     PROC_CPU_SECONDS,
@@ -23,9 +25,11 @@ from mlflow_dlaas.runs.schema import (
     PROC_THREADS,
 )
 
-_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
-
-
+#: How often every thread's children are read; between, each process's main thread's only.
+#: A process with 40 threads costs 41 reads a sample the whole way (0.43 ms: most of a
+#: sample); a child that another thread starts and ends between two whole walks still counts
+#: in CPU time, through its parent's reaped-children time.
+WHOLE_WALK_EVERY_S = 1.0
 
 
 class ProcessTreeSampler(Sampler):
@@ -43,19 +47,18 @@ class ProcessTreeSampler(Sampler):
         start rather than from :meth:`open`."""
         self.pid = pid
         self._since_start = since_start
-        self._procs: dict[int, psutil.Process] = {}
-        self._last_seen: dict[tuple[int, float], tuple[int, int, int]] = {}
+        self._procs: list[int] = []
+        self._last_seen: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._cpu_base = 0.0
         self._cpu_total = 0.0
         self._counters_base = (0, 0, 0)
         self._prev: tuple[float, float] | None = None
+        self._last_whole_walk = float("-inf")
 
     def open(self) -> None:
-        try:
-            self._root = psutil.Process(self.pid)
-        except psutil.NoSuchProcess as e:
-            raise SourceUnavailable(f"process {self.pid} does not exist") from e
-        self._procs = {self.pid: self._root}
+        if read_counters(self.pid) is None:
+            raise SourceUnavailable(f"process {self.pid} does not exist")
+        self._procs = [self.pid]
         self._cpu_total = self._read()[0]
         if not self._since_start:
             self._cpu_base = self._cpu_total
@@ -98,45 +101,34 @@ class ProcessTreeSampler(Sampler):
             self._prev = (now, cpu_seconds)
         return values
 
-    def _refresh_tree(self) -> list[psutil.Process]:
-        live = {self.pid: self._root}
-        for pid in _descendant_pids(self._root):
-            known = self._procs.get(pid)
-            if known is not None:
-                live[pid] = known
-                continue
-            try:
-                live[pid] = psutil.Process(pid)
-            except psutil.NoSuchProcess:
-                continue
-        self._procs = live
-        return list(live.values())
+    def _refresh_tree(self) -> list[int]:
+        """The pids of the tree now: the root and its descendants."""
+        now = time.monotonic()
+        whole = now - self._last_whole_walk >= WHOLE_WALK_EVERY_S
+        if whole:
+            self._last_whole_walk = now
+        descendants = _descendant_pids(self.pid, every_thread=whole, known=self._procs)
+        self._procs = [self.pid, *descendants]
+        return self._procs
 
     def _read(self) -> tuple[float, int, int, int, int]:
         """CPU seconds, RSS, largest high-water RSS, threads, live processes (neither zombie
         nor exiting: an exiting process has released its memory and reads 0 RSS)."""
         cpu = 0.0
         rss = hwm = threads = live = 0
-        for proc in self._refresh_tree():
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    cpu += times.user + times.system + times.children_user + times.children_system
-                    if proc.status() == psutil.STATUS_ZOMBIE:
-                        continue
-                    resident = proc.memory_info().rss
-                    if resident == 0:  # exiting: its memory is already released
-                        continue
-                    live += 1
-                    rss += resident
-                    threads += proc.num_threads()
-                    switches = proc.num_ctx_switches()
-                    io = _io(proc)
-                    key = (proc.pid, proc.create_time())
-                    self._last_seen[key] = (switches.voluntary + switches.involuntary, *io)
-                hwm = max(hwm, _high_water_rss(proc.pid))
-            except _GONE:
+        for pid in self._refresh_tree():
+            found = read_counters(pid)
+            if found is None:  # gone
                 continue
+            cpu += found.cpu_seconds
+            if found.zombie or found.rss_bytes == 0:  # exiting: its memory is released
+                continue
+            live += 1
+            rss += found.rss_bytes
+            threads += found.threads
+            self._last_seen[(pid, found.start_ticks)] = (
+                found.context_switches, found.read_bytes, found.write_bytes)
+            hwm = max(hwm, found.high_water_rss_bytes)
         return cpu, rss, hwm, threads, live
 
     def _counter_sums(self) -> tuple[int, int, int]:
@@ -152,23 +144,29 @@ def _children_files_work() -> bool:
 _FAST_CHILDREN = _children_files_work()
 
 
-def _descendant_pids(root: psutil.Process) -> list[int]:
-    """Every descendant of ``root``.
+def _descendant_pids(root: int, *, every_thread: bool = True,
+                     known: Sequence[int] = ()) -> list[int]:
+    """Every descendant of ``root``: the children of each process's every thread, or (not
+    ``every_thread``) of its main thread, plus the ``known`` ones still alive.
 
     Linux's ``/proc/PID/task/TID/children`` walks only the tree (psutil's fallback reads the
     stat file of every process on the machine: about 5 ms a sample with 90 processes).
     """
     if not _FAST_CHILDREN:
         try:
-            return [child.pid for child in root.children(recursive=True)]
-        except _GONE:
+            return [child.pid for child in psutil.Process(root).children(recursive=True)]
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
             return []
     found: list[int] = []
-    stack = [root.pid]
+    stack = [root]
+    if not every_thread:  # those seen before, while they live, and their main threads' kids
+        stack += [pid for pid in known if pid != root and os.path.exists(f"/proc/{pid}")]
+        found += stack[1:]
+    seen = set(stack)
     while stack:
         pid = stack.pop()
         try:
-            threads = os.listdir(f"/proc/{pid}/task")
+            threads = os.listdir(f"/proc/{pid}/task") if every_thread else [str(pid)]
         except OSError:
             continue
         for tid in threads:
@@ -177,25 +175,8 @@ def _descendant_pids(root: psutil.Process) -> list[int]:
                     kids = [int(k) for k in f.read().split()]
             except (OSError, ValueError):
                 continue
+            kids = [k for k in kids if k not in seen]
+            seen.update(kids)
             found.extend(kids)
             stack.extend(kids)
     return found
-
-
-def _io(proc: psutil.Process) -> tuple[int, int]:
-    try:
-        io = proc.io_counters()
-    except (psutil.AccessDenied, AttributeError, NotImplementedError):
-        return (0, 0)
-    return (getattr(io, "read_chars", io.read_bytes), getattr(io, "write_chars", io.write_bytes))
-
-
-def _high_water_rss(pid: int) -> int:
-    """The kernel's peak RSS of ``pid`` (VmHWM), in bytes; 0 where unreadable."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0

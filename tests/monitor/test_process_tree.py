@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -9,6 +10,7 @@ import time
 import psutil
 import pytest
 
+from mlflow_dlaas.monitor.proc_files import read_counters
 from mlflow_dlaas.monitor.process import ProcessTreeSampler
 
 BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<{s}: pass\n"
@@ -96,8 +98,8 @@ def test_an_exiting_tree_is_not_charted_as_zero_megabytes(monkeypatch: pytest.Mo
         sampler.open()
         time.sleep(0.5)  # the interpreter is up
         assert sampler.collect()["proc_rss_bytes"] > 1e6
-        released = psutil.Process(proc.pid).memory_info()._replace(rss=0)
-        monkeypatch.setattr(psutil._pslinux.Process, "memory_info", lambda self: released)
+        monkeypatch.setattr("mlflow_dlaas.monitor.process.read_counters",
+                            lambda pid: dataclasses.replace(read_counters(pid), rss_bytes=0))
         values = sampler.collect()
     finally:
         proc.kill()
