@@ -30,10 +30,9 @@ from itertools import combinations
 
 import numpy as np
 
+from mlflow_dlaas.decidable import ALPHA, fewest_runs_per_side
 from mlflow_dlaas.figures import percent, significant
 
-#: the test's level: a 95 % interval
-ALPHA = 0.05
 #: runs each side needs before the test is tried at all
 MIN_REPLICATES = 3
 #: the smallest ratio away from 1 that counts as an effect (5 %)
@@ -145,12 +144,14 @@ def estimate(strata: Sequence[Stratum], *, lower_is_better: bool,
                       min_effect, shortfall)
 
     if min(n, m) < MIN_REPLICATES:
-        return effect(Verdict.TOO_FEW, shortfall=f"{n} vs {m}; {MIN_REPLICATES} a side needed")
+        return effect(Verdict.TOO_FEW, shortfall=f"{n} vs {m}; "
+                                                 f"{fewest_runs_per_side()} a side needed")
     null = _NullDistribution(logged)
     if null.smallest_p >= ALPHA:
         return effect(Verdict.TOO_FEW, p=null.p_value(0.0), shortfall=(
             f"{n} vs {m}: {null.count} arrangements{_within(design)}, so no outcome can "
-            f"reach p < {ALPHA}; measure more replicates"))
+            f"reach p < {ALPHA}; measure more replicates ({fewest_runs_per_side()} a side "
+            "can)"))
     p = null.p_value(0.0)
     low, high = null.interval(math.log(ratio))
     return effect(_verdict(ratio, math.exp(low), math.exp(high), lower_is_better, min_effect),

@@ -13,6 +13,7 @@ from importlib import metadata
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
+from mlflow_dlaas.decidable import ALPHA, fewest_runs_per_side
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.sources.text_model import TEXT_MODELS
 from mlflow_dlaas.libraries.settings import library_file
@@ -90,6 +91,13 @@ class StudyPlan:
         lines += [f"library: {text}" for text in self.libraries]
         lines += [f"package: {text}" for text in self.packages]
         lines += list(self.skipped)
+        fewest = fewest_runs_per_side()
+        if spec.replicates < fewest:
+            lines.append(
+                f"note: {spec.replicates} replicate(s) a configuration: the report's comparisons "
+                f"between configurations can never decide (an exact test of "
+                f"{spec.replicates} against {spec.replicates} runs cannot reach p < {ALPHA:g}); "
+                f"replicates: {fewest} is the fewest that can")
         if self.startup_minutes is not None:
             lines.append(f"time: at least {self.startup_minutes:.1f} min of start-up "
                          f"({STARTUP_S[spec.env_manager]:g} s a run), plus the work itself")

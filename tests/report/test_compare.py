@@ -99,7 +99,7 @@ def test_recommend_picks_the_best_median_and_links_its_runs(measured: Measured,
     # no winner is claimed without 3 valid runs each: tensorflow ran once
     assert answer["verdict"] == "open"
     assert answer["against_next_best"]["verdict"] == "too few runs"
-    assert answer["against_next_best"]["words"].endswith("; 3 a side needed)")
+    assert answer["against_next_best"]["words"].endswith("; 4 a side needed)")
 
 
 def test_recommend_inference_at_a_batch_size(measured: Measured, cli_path: str) -> None:

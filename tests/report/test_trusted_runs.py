@@ -76,7 +76,7 @@ def test_disturbed_runs_decide_no_winner_unless_included(tracking: str, tmp_path
     answer = _recommend(tracking)
     assert answer["best"]["system"] == "pytorch" and answer["verdict"] == "open"
     assert answer["answer"].endswith("too few runs to tell it from the next best (tensorflow) "
-                                     "(2 vs 4; 3 a side needed)")
+                                     "(2 vs 4; 4 a side needed)")
     assert {e["run_id"] for e in answer["evidence"]} == set(fast[2:])
     (note,) = answer["notes"]
     assert note == ("Left out: 2 disturbed runs (in all 2: other processes used 0.50–1.50 of 2 "
@@ -111,7 +111,7 @@ def test_runs_of_two_hosts_are_never_pooled(tracking: str, tmp_path: Path) -> No
     assert on_b["host"] == HOST_B and on_b["best"]["system"] == "tensorflow"
     assert {e["run_id"] for e in on_b["evidence"]} == set(b)
     assert on_b["answer"].endswith("too few runs to tell it from the next best (pytorch) (4 vs "
-                                   "0; 3 a side needed)")  # B's pytorch: unverified
+                                   "0; 4 a side needed)")  # B's pytorch: unverified
     missing = _invoke("recommend", "--experiment", tracking, "--objective", "train_time",
                       "--host", "cccccccccccc")
     assert missing.exit_code == 2 and "no finished runs on host 'cccccccccccc'" in missing.output
