@@ -14,6 +14,7 @@ disturbed (its threads got less than the cores) is measured again ten minutes la
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_dlaas.environment import fingerprint
-from mlflow_dlaas.hardware import emulated_bf16_reason
+from mlflow_dlaas.hardware import assumed_flags_key, emulated_bf16_reason
 
 CACHE_ENV = "MLFLOW_DLAAS_CACHE"
 #: The precisions with a measured ceiling: bf16 only on a CPU with native bf16 (emulated,
@@ -82,9 +83,9 @@ def cached_ceilings(cores: int, affinity: Sequence[int] | None = None, *,
     them) or where the kept ones were disturbed and are older than
     :data:`RETRY_DISTURBED_S`; the cache keeps each precision's best. None where no
     calibration ever succeeded."""
-    path = _cache_dir() / f"{fingerprint()['host_hash']}-{cores}c.json"
+    path = _cache_dir() / f"{fingerprint()['host_hash']}-{cores}c{assumed_flags_key()}.json"
     kept = _read(path)
-    if kept is not None and not fresh and (
+    if kept is not None and not fresh and not _lacks_what_this_can_measure(kept) and (
             not kept.disturbed or time.time() - path.stat().st_mtime < RETRY_DISTURBED_S):
         return kept
     measured = _calibrate(cores, affinity)
@@ -96,6 +97,13 @@ def cached_ceilings(cores: int, affinity: Sequence[int] | None = None, *,
     partial.write_text(best.to_json())
     partial.replace(path)
     return best
+
+
+def _lacks_what_this_can_measure(kept: Ceilings) -> bool:
+    """Whether ``kept`` has no bf16 ceiling where this CPU has native bf16 and this
+    environment has PyTorch to measure it (one without, MXNet's, kept fp32 alone)."""
+    return ("bf16" not in kept.gflops and not emulated_bf16_reason()
+            and importlib.util.find_spec("torch") is not None)
 
 
 def _read(path: Path) -> Ceilings | None:

@@ -65,6 +65,16 @@ def decision_flags() -> list[str]:
     return _flags(parse_cpuinfo(_read_text(CPUINFO) or ""))
 
 
+def assumed_flags_key() -> str:
+    """'' on the CPU as it is; ``-assumed-<hash>`` where :data:`ASSUMED_FLAGS_VARIABLE` is
+    set: what a cache of CPU-dependent figures adds to its key, so that a run with assumed
+    flags never hands its figures to one without."""
+    assumed = os.environ.get(ASSUMED_FLAGS_VARIABLE)
+    if assumed is None:
+        return ""
+    return "-assumed-" + hashlib.sha256(assumed.encode()).hexdigest()[:8]
+
+
 def emulated_bf16_reason(flags: Iterable[str] | None = None) -> str:
     """Why bf16 would be emulated on this CPU (``flags``: its /proc/cpuinfo flags, default
     :func:`decision_flags`), or '' where it has native bf16 units."""

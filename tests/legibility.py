@@ -13,9 +13,10 @@ from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX as TAG_PREFIX
 #: measured ceiling, the nominal peak, the bandwidth and the fraction), and up to 4 more
 #: that only some runs log: LoadGen's early-stopping p99 per batch size (where its estimate
 #: is reported) and the load phase's peak RSS (where the monitor sampled within it): 90 at
-#: most, as measured on a 2-core AMX Xeon whose load phase the monitor samples.
+#: most, as measured on a 2-core AMX Xeon whose load phase the monitor samples; and the
+#: monitor's own cost on every run (its CPU seconds and its samples): 92.
 TRAINING_METRIC_BUDGET = 60
-INFERENCE_METRIC_BUDGET = 90
+INFERENCE_METRIC_BUDGET = 92
 #: The fingerprint's tags (the CPU, the versions); and every tag of ours on a run: MLflow's
 #: run page lists them all above the description in a window under 992 px wide.
 MAX_FINGERPRINT_TAGS = 4

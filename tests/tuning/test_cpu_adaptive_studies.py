@@ -122,7 +122,7 @@ def test_a_study_skips_the_points_this_cpu_cannot_measure_and_measures_the_rest(
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(study_runs(name)[1]) == 1
     # the report says what was skipped, and why
-    report = CliRunner().invoke(cli, ["compare", "--study", name, "--output",
+    report = CliRunner().invoke(cli, ["compare", "--study", name, "--include-disturbed", "--output",
                                       str(tmp_path / "report")])
     assert report.exit_code == 0, report.output
     text = (tmp_path / "report" / "report.md").read_text()
