@@ -23,6 +23,7 @@ from mlflow_dlaas.demo import (
 from mlflow_dlaas.environment import version_in
 from mlflow_dlaas.libraries.settings import LIBRARY_SETTINGS
 from mlflow_dlaas.report.collect import collect_runs
+from mlflow_dlaas.report.libraries import libraries_table
 from mlflow_dlaas.report.publish import write_report
 from mlflow_dlaas.report.report import TABLE_BUILDERS, Workloads, build_report
 from mlflow_dlaas.report.tables import STATS_CONTRACT
@@ -174,10 +175,14 @@ def test_the_libraries_table_compares_like_with_like_with_intervals(demo: Comman
     """Each library setting against its default within the study's cells (threads and the
     other library held), both sides' runs listed, every decided verdict with its interval."""
     stats_file = _report(demo) / "parallel_stats.csv"
-    if not stats_file.is_file():
-        pytest.skip("every study trial was disturbed: no parallel-libraries table to check")
-    stats = pd.read_csv(stats_file, dtype=str, keep_default_na=False)
     client = mlflow.MlflowClient(tracking_uri=demo.store)
+    if stats_file.is_file():
+        stats = pd.read_csv(stats_file, dtype=str, keep_default_na=False)
+    else:  # every study trial disturbed (a busy machine): the table over every run instead
+        train = Workloads.of(collect_runs(client, experiment=DEMO_EXPERIMENT).finished).train
+        table = libraries_table(train)
+        assert table is not None, "the demo's study changed no library setting"
+        stats = table.stats_csv().astype(str)
     for _, row in stats.iterrows():
         if not row["run_ids"]:
             continue

@@ -88,15 +88,18 @@ def test_recommend_picks_the_best_median_and_links_its_runs(measured: Measured,
     accuracy = {fw: _median([client.get_run(r).data.metrics["Headline/test_accuracy"]
                              for r in ids]) for fw, ids in measured.train.items()}
     best = max(accuracy, key=accuracy.get)
+    # every run counts, as the expectation above counts them: on a busy machine some are
+    # disturbed, and without the flag the winner is ranked on the others alone
     done = _cli(cli_path, measured, "recommend", "--experiment", measured.experiment,
-                "--objective", "accuracy", "--constraint", "peak_memory<=64GiB", "--json")
+                "--objective", "accuracy", "--constraint", "peak_memory<=64GiB", "--json",
+                "--include-disturbed")
     assert done.returncode == 0, done.stderr
     (answer,) = json.loads(done.stdout)["answers"]
     assert answer["found"] and answer["best"]["system"] == best
     assert {e["run_id"] for e in answer["evidence"]} == set(measured.train[best])
     assert all(e["link"].startswith("http://127.0.0.1:5000/#/experiments/")
                for e in answer["evidence"])
-    # no winner is claimed without 3 valid runs each: tensorflow ran once
+    # no winner is claimed without enough runs each: tensorflow ran once
     assert answer["verdict"] == "open"
     assert answer["against_next_best"]["verdict"] == "too few runs"
     assert answer["against_next_best"]["words"].endswith("; 4 a side needed)")
