@@ -21,7 +21,13 @@ import mlflow
 import pytest
 from mlflow.environment_variables import MLFLOW_ENV_ROOT
 
-from mlflow_dlaas.hardware import CPUINFO, emulated_bf16_reason, framework_flags, parse_cpuinfo
+from mlflow_dlaas.hardware import (
+    ASSUMED_FLAGS_VARIABLE,
+    CPUINFO,
+    emulated_bf16_reason,
+    framework_flags,
+    parse_cpuinfo,
+)
 from mlflow_dlaas.launch import BUILT_ENVIRONMENTS, environment_lock
 from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.runs.store_lock import wait_for_sqlite_locks
@@ -272,7 +278,10 @@ def cpu_lines() -> list[str]:
             "cpu branches: bf16 " + ("emulated here: the native branch runs assumed"
                                      if bf16 else "native here: the emulated branch runs "
                                                   "assumed")
-            + f"; AMX {'present' if 'amx_bf16' in flags else 'absent'}"]
+            + f"; AMX {'present' if 'amx_bf16' in flags else 'absent'}"
+            + (f"; every decision assumes {ASSUMED_FLAGS_VARIABLE}="
+               f"{os.environ[ASSUMED_FLAGS_VARIABLE]}"
+               if ASSUMED_FLAGS_VARIABLE in os.environ else "")]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
