@@ -14,6 +14,7 @@ from typing import Any
 import mlflow
 import optuna
 from mlflow.entities import Param
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE as NOTE_TAG
 from optuna.trial import TrialState
 
 from mlflow_dlaas.console_log import verbose
@@ -533,8 +534,10 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
         client.log_metric(parent_id, "grid_points", len(grid.points))
     skipped = skipped_trials(trials)
     client.log_metric(parent_id, "trials_skipped_here", len(skipped))
-    if skipped:
+    if skipped:  # the tag for searches; the run's description for a person
         client.set_tag(parent_id, SKIPPED_TAG, skipped_text(skipped))
+        client.set_tag(parent_id, NOTE_TAG, "Skipped unmeasured on the machine that ran "
+                                            f"this study: {skipped_text(skipped)}")
     failure = None
     if not count[TrialState.RUNNING]:
         failure = no_completion_reason(trials)

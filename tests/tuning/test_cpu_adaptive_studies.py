@@ -109,6 +109,8 @@ def test_a_study_skips_the_points_this_cpu_cannot_measure_and_measures_the_rest(
     (parent,), children = study_runs(name)
     assert [c.data.params["precision"] for c in children] == ["fp32"]
     assert parent.data.tags["dlaas.skipped_here"].startswith("trial 0 [precision=bf16]: ")
+    assert parent.data.tags["mlflow.note.content"].startswith(  # the description in the UI
+        "Skipped unmeasured on the machine that ran this study: trial 0 [precision=bf16]: ")
     assert parent.data.metrics["trials_skipped_here"] == 1
     assert parent.data.metrics["grid_points_measured"] == 1
     assert parent.info.status == "FINISHED"
