@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -24,12 +23,6 @@ from mlflow_dlaas.runs.schema import (
     PROC_RSS,
     PROC_THREADS,
 )
-
-#: How often every thread's children are read; between, each process's main thread's only.
-#: A process with 40 threads costs 41 reads a sample the whole way (0.43 ms: most of a
-#: sample); a child that another thread starts and ends between two whole walks still counts
-#: in CPU time, through its parent's reaped-children time.
-WHOLE_WALK_EVERY_S = 1.0
 
 
 class ProcessTreeSampler(Sampler):
@@ -53,7 +46,6 @@ class ProcessTreeSampler(Sampler):
         self._cpu_total = 0.0
         self._counters_base = (0, 0, 0)
         self._prev: tuple[float, float] | None = None
-        self._last_whole_walk = float("-inf")
 
     def open(self) -> None:
         if read_counters(self.pid) is None:
@@ -103,12 +95,7 @@ class ProcessTreeSampler(Sampler):
 
     def _refresh_tree(self) -> list[int]:
         """The pids of the tree now: the root and its descendants."""
-        now = time.monotonic()
-        whole = now - self._last_whole_walk >= WHOLE_WALK_EVERY_S
-        if whole:
-            self._last_whole_walk = now
-        descendants = _descendant_pids(self.pid, every_thread=whole, known=self._procs)
-        self._procs = [self.pid, *descendants]
+        self._procs = [self.pid, *_descendant_pids(self.pid)]
         return self._procs
 
     def _read(self) -> tuple[float, int, int, int, int]:
@@ -144,10 +131,8 @@ def _children_files_work() -> bool:
 _FAST_CHILDREN = _children_files_work()
 
 
-def _descendant_pids(root: int, *, every_thread: bool = True,
-                     known: Sequence[int] = ()) -> list[int]:
-    """Every descendant of ``root``: the children of each process's every thread, or (not
-    ``every_thread``) of its main thread, plus the ``known`` ones still alive.
+def _descendant_pids(root: int) -> list[int]:
+    """Every descendant of ``root``, through the children of each process's every thread.
 
     Linux's ``/proc/PID/task/TID/children`` walks only the tree (psutil's fallback reads the
     stat file of every process on the machine: about 5 ms a sample with 90 processes).
@@ -159,14 +144,10 @@ def _descendant_pids(root: int, *, every_thread: bool = True,
             return []
     found: list[int] = []
     stack = [root]
-    if not every_thread:  # those seen before, while they live, and their main threads' kids
-        stack += [pid for pid in known if pid != root and os.path.exists(f"/proc/{pid}")]
-        found += stack[1:]
-    seen = set(stack)
     while stack:
         pid = stack.pop()
         try:
-            threads = os.listdir(f"/proc/{pid}/task") if every_thread else [str(pid)]
+            threads = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in threads:
@@ -175,8 +156,6 @@ def _descendant_pids(root: int, *, every_thread: bool = True,
                     kids = [int(k) for k in f.read().split()]
             except (OSError, ValueError):
                 continue
-            kids = [k for k in kids if k not in seen]
-            seen.update(kids)
             found.extend(kids)
             stack.extend(kids)
     return found
