@@ -319,6 +319,8 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
             click.echo(f"  evidence: {evidence.run_name} {evidence.link}")
         for name, value in answer.runner_up_names():
             click.echo(f"  next: {name}: {value}")
+        for line in answer.never_finished:
+            click.echo(f"  tried, never finished: {line}")
     for note in answered.notes:
         click.echo(f"note: {note}")
     sys.exit(0 if found else 1)

@@ -11,7 +11,7 @@ from mlflow_dlaas.report.comparable import configuration_columns
 #: names the training run): never shown as settings
 NOT_SHOWN = ("params.framework", "params.runtime", "params.reference_framework",
              "params.architecture")
-STATS = ("median", "q1", "q3", "mean", "sd", "n")
+STATS = ("median", "q1", "q3", "mean", "gmean", "sd", "n")
 
 
 def shown_settings(stats: pd.DataFrame) -> list[str]:
@@ -44,9 +44,10 @@ def configuration_ids(rows: pd.DataFrame) -> pd.Series:
 def aggregate(rows: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     """One row per configuration: its settings, ``run_ids`` and ``{metric}|{stat}`` columns.
 
-    Stats: median, q1 and q3 (the IQR), mean, sd (ddof 1; 0 for one run) and n (runs that
-    logged the metric). ``metrics`` are column names such as ``metrics.train_time_seconds``;
-    absent ones give NaN statistics with n = 0.
+    Stats: median, q1 and q3 (the IQR), mean, gmean (the geometric mean of the positive
+    values: the statistic answers rank and compare by), sd (ddof 1; 0 for one run) and n
+    (runs that logged the metric). ``metrics`` are column names such as
+    ``metrics.train_time_seconds``; absent ones give NaN statistics with n = 0.
     """
     if rows.empty:
         return pd.DataFrame(columns=["config", "runs", "run_ids"])
@@ -63,6 +64,14 @@ def aggregate(rows: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         stats[f"{metric}|q1"] = values.quantile(0.25)
         stats[f"{metric}|q3"] = values.quantile(0.75)
         stats[f"{metric}|mean"] = values.mean()
+        stats[f"{metric}|gmean"] = values.agg(geometric_mean)
         stats[f"{metric}|sd"] = values.std(ddof=1).fillna(0.0).where(values.count() > 0)
         stats[f"{metric}|n"] = values.count()
     return pd.concat([out, pd.DataFrame(stats)], axis=1).reset_index()
+
+
+def geometric_mean(values: pd.Series) -> float:
+    """exp(mean(log v)) over the positive values (NaN where there are none): the ratio of
+    two of them is the ratio every comparison (:mod:`~mlflow_dlaas.report.effect`) tests."""
+    positive = values[values > 0].to_numpy(dtype=float)
+    return float(np.exp(np.log(positive).mean())) if len(positive) else float("nan")

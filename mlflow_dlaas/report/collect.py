@@ -10,6 +10,7 @@ from mlflow.entities import Run, ViewType
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.hosts import UNKNOWN_HOST
+from mlflow_dlaas.runs.goals import Bound, Goal, parse_asks
 from mlflow_dlaas.runs.schema import (
     ACCURACY_TAG,
     ENTRY_TAG,
@@ -54,10 +55,23 @@ class RunTable:
     status_counts: dict[str, int] = field(default_factory=dict)
     #: per study in scope, the points its machine skipped unmeasured, and why
     skipped: dict[str, str] = field(default_factory=dict)
+    #: per study in scope, its objectives and constraints as its parent run logged them
+    #: (``minimize:KEY,...`` and ``NAME OP VALUE; ...``)
+    objectives: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def finished(self) -> pd.DataFrame:
         return self.runs[self.runs["status"] == "FINISHED"]
+
+    def study_asks(self) -> dict[str, list[tuple[Goal, tuple[Bound, ...]]]]:
+        """Each study's own objectives, each with its constraints, as questions."""
+        return {study: asks_of(objectives, constraints)
+                for study, (objectives, constraints) in self.objectives.items()}
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        """Runs that FAILED: an answer counts them against the configurations they tried."""
+        return self.runs[self.runs["status"] == "FAILED"]
 
 
 def collect_runs(client: MlflowClient, *, experiment: str | None = None,
@@ -75,9 +89,12 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
         ids = tuple(e.experiment_id for e in _experiments(client))
         query, scope = f"tags.`dlaas.study` = '{quoted(study)}'", f"study {study}"
     found_runs = _search(client, ids, query)
+    parents = [r for r in found_runs if r.data.tags.get(ROLE_TAG) == "study"]
     skipped = {r.data.tags.get(STUDY_TAG, r.info.run_name): r.data.tags[SKIPPED_TAG]
-               for r in found_runs
-               if r.data.tags.get(ROLE_TAG) == "study" and SKIPPED_TAG in r.data.tags}
+               for r in parents if SKIPPED_TAG in r.data.tags}
+    objectives = {r.data.tags.get(STUDY_TAG, r.info.run_name): (
+        r.data.params.get("objectives", ""), r.data.params.get("constraints", ""))
+        for r in parents if r.data.params.get("objectives")}
     runs = [r for r in found_runs
             if r.data.tags.get(ROLE_TAG) not in NOT_MEASUREMENTS
             and r.data.tags.get(ENTRY_TAG) not in NOT_MEASUREMENTS
@@ -91,7 +108,17 @@ def collect_runs(client: MlflowClient, *, experiment: str | None = None,
                                       "start_time", "end_time", "entry", "system", "host",
                                       "validity"])
     counts = table["status"].value_counts().to_dict() if len(table) else {}
-    return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()}, skipped)
+    return RunTable(scope, ids, table, {str(k): int(v) for k, v in counts.items()}, skipped,
+                    objectives)
+
+
+def asks_of(objectives: str, constraints: str) -> list[tuple[Goal, tuple[Bound, ...]]]:
+    """A study's logged ``objectives`` (``minimize:KEY,...``) and ``constraints`` (``NAME OP
+    VALUE; ...``) as questions, each objective with every constraint."""
+    goals = tuple(f"{direction[:3]}:{metric}" for direction, _, metric in
+                  (o.partition(":") for o in objectives.split(",") if o))
+    bounds = tuple(c.strip() for c in constraints.split(";") if c.strip())
+    return parse_asks(goals, bounds)
 
 
 def _search(client: MlflowClient, experiment_ids: tuple[str, ...], query: str) -> list[Run]:

@@ -11,14 +11,13 @@ from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError
 from mlflow_dlaas.redaction import redact_uri
-from mlflow_dlaas.report.collect import RunTable, collect_runs, quoted
+from mlflow_dlaas.report.collect import RunTable, collect_runs
 from mlflow_dlaas.report.hosts import pick_host
 from mlflow_dlaas.report.publish import Written, default_output, log_report_run, write_report
 from mlflow_dlaas.report.recommend import Recommendation, recommend_each_workload
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.runs.goals import parse_asks
-from mlflow_dlaas.runs.schema import ROLE_TAG, STUDY_TAG
 from mlflow_dlaas.runs.tracking import configure_tracking
 
 
@@ -42,8 +41,6 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
     asks: list[Ask] = parse_asks(objectives, constraints)
     client, uri = _client()
     table = collect_runs(client, experiment=experiment, study=study)
-    if study is not None and not objectives:
-        asks = study_asks(client, study)
     refuse_nothing_to_compare(table)
     nothing = screen(table.finished, include_disturbed=include_disturbed).nothing_kept()
     if nothing is not None:
@@ -70,21 +67,6 @@ def refuse_nothing_to_compare(table: RunTable) -> None:
             "mlflow-dlaas study SPEC)")
 
 
-def study_asks(client: MlflowClient, study: str) -> list[Ask]:
-    """The study's own objectives, each with its constraints, as its parent run records them
-    (``objectives``: ``minimize:KEY,...``; ``constraints``: ``NAME OP VALUE; ...``)."""
-    parents = client.search_runs(
-        [e.experiment_id for e in client.search_experiments()],
-        f"tags.`{STUDY_TAG}` = '{quoted(study)}' and tags.`{ROLE_TAG}` = 'study'", max_results=1)
-    if not parents:
-        return []
-    params = parents[0].data.params
-    objectives = tuple(f"{direction[:3]}:{metric}" for direction, _, metric in
-                       (o.partition(":") for o in params.get("objectives", "").split(",") if o))
-    bounds = tuple(c.strip() for c in params.get("constraints", "").split(";") if c.strip())
-    return parse_asks(objectives, bounds)
-
-
 def recommend_command(*, experiment: str | None, study: str | None, objective: str,
                       constraints: tuple[str, ...] = (), batch_size: int | None = None,
                       host: str | None = None, include_disturbed: bool = False) -> Answer:
@@ -105,7 +87,8 @@ def recommend_command(*, experiment: str | None, study: str | None, objective: s
                               "is judged on training runs")
         rows = rows[rows["batch_size"] == batch_size]
     answers = recommend_each_workload(rows, goal, bounds, redact_uri(uri),
-                                      include_disturbed=include_disturbed)
+                                      include_disturbed=include_disturbed,
+                                      failed=table.failed)
     return Answer(tuple(answers), chosen.name if chosen else None,
                   (*host_notes, *screened.notes()))
 

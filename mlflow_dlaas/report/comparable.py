@@ -85,7 +85,7 @@ def _served_file(rows: pd.DataFrame) -> bool:
     return bool((uris.ne("") & ~uris.str.startswith("runs:/")).any())
 
 
-def _keys(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+def row_keys(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     """One string per row, equal where ``columns`` are equal (unset and empty alike)."""
     if rows.empty or not columns:
         return pd.Series("", index=rows.index, dtype=str)
@@ -107,7 +107,7 @@ def _workload_values(rows: pd.DataFrame) -> pd.DataFrame:
 def workload_ids(rows: pd.DataFrame) -> pd.Series:
     """A label per row, equal for runs of one workload."""
     values = _workload_values(rows)
-    return _keys(values, list(values.columns))
+    return row_keys(values, list(values.columns))
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def by_workload(rows: pd.DataFrame) -> list[Workload]:
     if rows.empty:
         return []
     values = _workload_values(rows)
-    ids = _keys(values, list(values.columns))
+    ids = row_keys(values, list(values.columns))
     differing = [c for c in values.columns if values[c].astype(str).nunique(dropna=False) > 1]
     found = [Workload(describe(values[ids == key].iloc[0], differing), rows[ids == key])
              for key in dict.fromkeys(ids)]
@@ -215,7 +215,7 @@ def match(rows: pd.DataFrame, column: str, chosen: Sequence[str], baseline: Sequ
     ``baseline``, cell by cell: a cell holds every other configuration column fixed."""
     others = [c for c in configuration_columns(rows) if c != column]
     values = rows[column].where(rows[column].notna(), "").astype(str)
-    keys = _keys(rows, others)
+    keys = row_keys(rows, others)
     cells, lone_chosen, lone_baseline = [], [], []
     for key in dict.fromkeys(keys):
         here = keys == key

@@ -10,11 +10,23 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.figures import significant
-from mlflow_dlaas.report.aggregate import aggregate, configuration_ids, shown_settings
+from mlflow_dlaas.figures import percent, significant
+from mlflow_dlaas.report.aggregate import (
+    aggregate,
+    configuration_ids,
+    geometric_mean,
+    shown_settings,
+)
 from mlflow_dlaas.report.collect import ACCURACY_COLUMN
 from mlflow_dlaas.report.comparable import by_workload, effect_between
 from mlflow_dlaas.report.effect import Effect, Verdict
+from mlflow_dlaas.report.failures import (
+    FailureCount,
+    count_by_configuration,
+    failed_like,
+    matching_columns,
+    never_finished,
+)
 from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
 from mlflow_dlaas.report.tables import setting_cell
@@ -28,6 +40,10 @@ from mlflow_dlaas.runs.schema import (
 from mlflow_dlaas.runs.ui_links import run_url
 
 RUNNERS_UP = 3
+#: relative spreads (IQR over median) further apart than this factor are said
+SPREAD_RATIO = 2.0
+#: columns of the ranking statistic: its value, its runs, whether they are counted runs
+RANK_VALUE, RANK_RUNS, RANK_COUNTED = "rank|gmean", "rank|n", "rank|counted"
 HISTORY_THREADS = 8
 
 
@@ -55,6 +71,12 @@ class Recommendation:
     #: the workload this answer is for (``train · epochs=2``); '' for one workload
     workload: str = ""
     runs_label: str = "valid runs"
+    #: the best's failed runs against all it had (None: none failed)
+    best_failures: FailureCount | None = None
+    #: configurations tried whose every run failed, in words
+    never_finished: tuple[str, ...] = ()
+    #: where the best's and the next best's relative spreads differ markedly, in words
+    spreads: str = ""
 
     @property
     def found(self) -> bool:
@@ -83,19 +105,22 @@ class Recommendation:
     def sentence(self) -> str:
         """One line a person reads first: the winner, its figure with its unit, by how much
         and how sure (``pytorch with intra_op_threads=2: lowest train time
-        (train_time_seconds), 1.15 s (median of 4 runs, IQR 1.10–1.20 s); better than the
-        next best (tensorflow) by 12 % (ratio 0.880, 95 % CI 0.800–0.950)``)."""
+        (train_time_seconds), 1.15 s (geometric mean of 4 valid runs, IQR 1.10–1.20 s);
+        ahead of the next best (tensorflow) by 12 % (ratio 0.880, 95 % CI 0.800–0.950)``)."""
         if not self.found:
             why = ", ".join(f"{n} by {k}" for k, n in self.excluded.items()) or "no runs"
             return (f"{self.wanted()}: no configuration qualifies ({self.considered} "
                     f"considered; excluded: {why})")
-        return f"{self.winner()}: {self.wanted()}, {self.value}; {self.verdict_text()}"
+        failed = f"; but it {self.best_failures.text()}" if self.best_failures else ""
+        return (f"{self.winner()}: {self.wanted()}, {self.value}{failed}; "
+                f"{self.verdict_text()}")
 
     def verdict_text(self) -> str:
         """The best against the next best, in the report's words."""
         if not self.runners_up or self.effect is None:
             return "the only qualifying configuration: nothing to compare it with"
-        return self.effect.words(f"the next best ({self.runner_up_names()[0][0]})")
+        words = self.effect.words(f"the next best ({self.runner_up_names()[0][0]})")
+        return f"{words}; {self.spreads}" if self.spreads else words
 
     def test_text(self) -> str:
         """The test behind the verdict, for a person who checks it."""
@@ -104,13 +129,10 @@ class Recommendation:
         return self.effect.test_text().replace(" runs", f" {self.runs_label}")
 
     def winner(self) -> str:
-        """The best configuration by name: its system, then only the settings in which it
-        differs from the next best, the one it is compared with (a farther runner-up, such
-        as a one-run study trial at other epochs, names its own differences)."""
-        next_best = self.runners_up[0][0] if self.runners_up else self.best
-        differing = [f"{k}={setting_text(v)}" for k, v in self.best.items() if k != "system"
-                     and next_best.get(k) != v]
-        return _named(self.best.get("system", ""), differing) or "the only configuration"
+        """The best configuration's whole recipe: its system, then every setting that varies
+        among the configurations compared (a reader can run it from this alone)."""
+        settings = [f"{k}={setting_text(v)}" for k, v in self.best.items() if k != "system"]
+        return _named(self.best.get("system", ""), settings) or "the only configuration"
 
     def runner_up_names(self) -> list[tuple[str, str]]:
         """Each runner-up as (its system and the settings in which it differs from the
@@ -134,6 +156,10 @@ class Recommendation:
                     "ci95": [_finite(effect.low), _finite(effect.high)],
                     "p_value": effect.p_value, "test": self.test_text(),
                     "min_effect": effect.min_effect, "words": effect.words()},
+                "failed_runs": None if self.best_failures is None else {
+                    "failed": self.best_failures.failed, "of": self.best_failures.total,
+                    "reason": self.best_failures.reason},
+                "never_finished": list(self.never_finished),
                 "evidence": [{"run_id": e.run_id, "run_name": e.run_name, "link": e.link}
                              for e in self.evidence],
                 "runners_up": [{"settings": settings, "value": value}
@@ -168,10 +194,13 @@ def add_time_to_accuracy(client: MlflowClient, train: pd.DataFrame, target: floa
 
 
 def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
-              tracking_uri: str = "", *, include_disturbed: bool = False) -> Recommendation:
-    """Aggregate replicates, drop configurations whose medians break a bound, pick the best
-    median, and say whether a rank test on the runs that may decide a winner (valid ones, or
-    all with ``include_disturbed``) separates it from the next best."""
+              tracking_uri: str = "", *, include_disturbed: bool = False,
+              failed: pd.DataFrame | None = None) -> Recommendation:
+    """Aggregate replicates, drop configurations whose geometric means break a bound, pick
+    the best geometric mean (of the runs that may decide a winner), and say whether a rank
+    test on those runs (valid ones, or all with ``include_disturbed``) separates it from the
+    next best. ``failed``: runs that FAILED (of any workload); those of a configuration are
+    counted in its answer, and configurations that never finished are named."""
     keys = [f"metrics.{goal.metric}", *(f"metrics.{b.metric}" for b in bounds)]
     for key, what in zip(keys, ["objective", *(f"constraint {b.text!r}" for b in bounds)],
                          strict=True):
@@ -181,22 +210,28 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
                               "check the name (see `mlflow-dlaas recommend --help`) or the "
                               "runs' entry point")
     stats = aggregate(rows, keys)
-    candidates = stats[stats[f"{keys[0]}|median"].notna()] if len(stats) else stats
+    if len(stats):
+        stats = stats.merge(_ranked_by(rows, keys[0], include_disturbed), on="config",
+                            how="left")
+    candidates = stats[stats[RANK_VALUE].notna()] if len(stats) else stats
     excluded: dict[str, int] = {}
     if len(stats) > len(candidates):
         excluded[f"no {goal.metric}"] = len(stats) - len(candidates)
     for bound in bounds:
-        median = candidates.get(f"metrics.{bound.metric}|median",
-                                pd.Series(np.nan, index=candidates.index))
-        keep = pd.Series([bool(np.isfinite(v)) and bound.holds(float(v)) for v in median],
+        typical = candidates.get(f"metrics.{bound.metric}|gmean",
+                                 pd.Series(np.nan, index=candidates.index))
+        keep = pd.Series([bool(np.isfinite(v)) and bound.holds(float(v)) for v in typical],
                          index=candidates.index, dtype=bool)
         if (~keep).any():
             excluded[bound.text] = int((~keep).sum())
         candidates = candidates[keep]
-    found = Recommendation(goal, bounds, len(stats), excluded)
+    failed = failed_like(rows, failed if failed is not None else rows.iloc[0:0])
+    columns = matching_columns(rows)
+    never = tuple(never_finished(stats, failed, columns)) if len(stats) else ()
+    found = Recommendation(goal, bounds, len(stats), excluded, never_finished=never)
     if candidates.empty:
         return found
-    ranked = candidates.sort_values(f"{keys[0]}|median", kind="stable",
+    ranked = candidates.sort_values(RANK_VALUE, kind="stable",
                                     ascending=goal.direction == "minimize")
     shown = shown_settings(stats)
     best = ranked.iloc[0]
@@ -206,26 +241,33 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
     evidence = tuple(Evidence(r, str(names.get(r, "")), run_url(
         experiments.get(r, "0"), r, tracking_uri))
                      for r in best["run_ids"] if measured.get(r))  # the runs of the figure
+    shortlist = ranked.iloc[:1 + RUNNERS_UP]
+    failures = count_by_configuration(shortlist, [len(ids) for ids in shortlist["run_ids"]],
+                                      failed, columns)
     return Recommendation(
         goal, bounds, len(stats), excluded, _settings(best, shown),
-        _value(best, keys[0]), evidence,
-        tuple((_settings(r, shown), _value(r, keys[0]))
-              for _, r in ranked.iloc[1:1 + RUNNERS_UP].iterrows()),
+        _value(best, keys[0], include_disturbed), evidence,
+        tuple((_settings(r, shown), _value(r, keys[0], include_disturbed)
+               + (f"; {f.text()}" if f else ""))
+              for (_, r), f in zip(shortlist.iloc[1:].iterrows(), failures[1:], strict=True)),
         _against_next_best(rows, ranked, keys[0], goal, include_disturbed),
-        runs_label=counted_runs_label(include_disturbed=include_disturbed))
+        runs_label=counted_runs_label(include_disturbed=include_disturbed),
+        best_failures=failures[0], never_finished=never,
+        spreads=_spreads_differ(shortlist, keys[0]))
 
 
 def recommend_each_workload(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
-                            tracking_uri: str = "", *, include_disturbed: bool = False
-                            ) -> list[Recommendation]:
+                            tracking_uri: str = "", *, include_disturbed: bool = False,
+                            failed: pd.DataFrame | None = None) -> list[Recommendation]:
     """One answer per workload (:func:`~mlflow_dlaas.report.comparable.by_workload`): runs
     of two workloads (another model, data set, epoch count ...) are never ranked together."""
     workloads = by_workload(rows)
     if not workloads:
         return [recommend(rows, goal, bounds, tracking_uri,
-                          include_disturbed=include_disturbed)]
+                          include_disturbed=include_disturbed, failed=failed)]
     return [replace(recommend(w.rows, goal, bounds, tracking_uri,
-                              include_disturbed=include_disturbed), workload=w.label)
+                              include_disturbed=include_disturbed, failed=failed),
+                    workload=w.label)
             for w in workloads]
 
 
@@ -260,12 +302,50 @@ def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:
     return {c.removeprefix("params."): setting_cell(row, c, width=None) for c in shown}
 
 
-def _value(row: pd.Series, key: str) -> str:
-    """``1.15 s (median of 4 runs, IQR 1.10–1.20 s)``."""
-    median, n = row[f"{key}|median"], int(row[f"{key}|n"])
+def _ranked_by(rows: pd.DataFrame, key: str, include_disturbed: bool) -> pd.DataFrame:
+    """Per configuration, the statistic answers rank by: the geometric mean of the runs
+    that may decide a winner (every run of a configuration that has none of those), and
+    how many runs it is over. The effect against the next best is the ratio of two of
+    these, so a winner's ratio is never on the wrong side of 1."""
+    values = pd.to_numeric(rows[key], errors="coerce") if key in rows else pd.Series(
+        np.nan, index=rows.index)
+    values = values.where(values > 0)
+    configs = configuration_ids(rows)
+    counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
+    deciding = values.where(counted)
+    has_deciding = deciding.notna().groupby(configs).transform("any")
+    used = deciding.where(has_deciding, values)
+    grouped = used.groupby(configs, sort=False)
+    return pd.DataFrame({RANK_VALUE: grouped.agg(geometric_mean),
+                         RANK_RUNS: grouped.count(),
+                         RANK_COUNTED: has_deciding.groupby(configs, sort=False).first()}
+                        ).rename_axis("config").reset_index()
+
+
+def _spreads_differ(shortlist: pd.DataFrame, key: str) -> str:
+    """``spreads differ: IQR 21 % of the median against 3 %`` where the best's and the next
+    best's relative IQRs are more than :data:`SPREAD_RATIO` apart (a ratio of typical values
+    then hides that one is far less predictable), else ''."""
+    if len(shortlist) < 2:
+        return ""
+    relative = [(r[f"{key}|q3"] - r[f"{key}|q1"]) / r[f"{key}|median"]
+                for _, r in shortlist.iloc[:2].iterrows()]
+    if not all(np.isfinite(relative)) or min(relative) <= 0:
+        return ""
+    if max(relative) / min(relative) <= SPREAD_RATIO:
+        return ""
+    return (f"spreads differ: IQR {percent(relative[0])} of the median against "
+            f"{percent(relative[1])} for the next best")
+
+
+def _value(row: pd.Series, key: str, include_disturbed: bool) -> str:
+    """``1.15 s (geometric mean of 4 valid runs, IQR 1.10–1.20 s)``."""
+    value, n = row[RANK_VALUE], int(row[RANK_RUNS])
     unit = unit_of(key)
     unit = f" {unit}" if unit else ""
+    runs = counted_runs_label(include_disturbed=include_disturbed) if row[RANK_COUNTED] \
+        else "runs"
     if n > 1:
-        return (f"{significant(median)}{unit} (median of {n} runs, IQR "
+        return (f"{significant(value)}{unit} (geometric mean of {n} {runs}, IQR "
                 f"{significant(row[f'{key}|q1'])}–{significant(row[f'{key}|q3'])}{unit})")
-    return f"{significant(median)}{unit} (1 run)"
+    return f"{significant(value)}{unit} (1 run)"

@@ -23,6 +23,7 @@ figcaption { font-size: .85rem; color: #555; } .missing { color: #8a5a00; }
 .answer.tie, .answer.only { background: #eef2f8; border-left-color: #57a; }
 .answer.open { background: #f7f7f2; border-left-color: #aa8; }
 .answer.none { background: #fbf3e6; border-left-color: #c80; }
+.check { font-size: .9rem; color: #345; }
 .answer .verdict { font-size: .75rem; text-transform: uppercase; letter-spacing: .05em;
   color: #555; margin: 0; } .answer .test { font-size: .8rem; color: #555; }
 code { font-size: .85rem; }
@@ -66,7 +67,10 @@ def _section(report: Report, section: HostSection) -> list[str]:
     for workload, answers in section.recommendations_by_workload():
         title = f"Recommendations: {workload}" if workload else "Recommendations"
         parts.append(f"<h{level}>{escape(title)}</h{level}>")
-        parts += [_recommendation(r) for r in answers]
+        parts += [_recommendation(r) for r in answers if r.found]
+        parts += [f"<p class='missing'>{escape(r.sentence())}</p>" for r in answers
+                  if not r.found]  # a question no run answers is a note, not a card
+    parts += [f"<p class='check'>{escape(check)}</p>" for check in section.checks]
     parts += [_table(t, level) for t in section.tables]
     parts.append(f"<h{level}>Plots</h{level}>")
     parts += [_plot(p, report.plot_file(section, p), level + 1) for p in section.plots]
@@ -87,6 +91,9 @@ def _recommendation(rec: Recommendation) -> str:
     if rec.runners_up:
         html += "<p>Next best: " + "; ".join(
             escape(f"{name}: {value}") for name, value in rec.runner_up_names()) + "</p>"
+    if rec.never_finished:
+        html += "<p>Tried, never finished: " + "; ".join(
+            escape(line) for line in rec.never_finished) + "</p>"
     return html + "</div>"
 
 

@@ -29,6 +29,9 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
         title = f"Recommendations: {workload}" if workload else "Recommendations"
         lines += ["", f"{level} {title}", ""]
         for rec in answers:
+            if not rec.found:  # a question no run answers is a note, not an answer
+                lines.append(f"- {rec.sentence()}")
+                continue
             lines.append(f"- **{rec.sentence()}**")
             if rec.test_text():
                 lines.append(f"  test: {rec.test_text()}")
@@ -38,6 +41,10 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
             if rec.runners_up:
                 lines.append("  next best: " + "; ".join(
                     f"{name}: {value}" for name, value in rec.runner_up_names()))
+            if rec.never_finished:
+                lines.append("  tried, never finished: " + "; ".join(rec.never_finished))
+    if section.checks:
+        lines += [""] + [f"- {check}" for check in section.checks]
     for table in section.tables:
         lines += ["", f"{level} {table.title}", "",
                   _table_row(table.headings),

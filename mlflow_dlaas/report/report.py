@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import pandas as pd
@@ -32,6 +32,13 @@ from mlflow_dlaas.report.libraries import PROJECT_MEASURES, PROJECT_TITLE, libra
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.precision import inference_precision_table, training_precision_table
 from mlflow_dlaas.report.project_table import project_table
+from mlflow_dlaas.report.questions import (
+    Ask,
+    Question,
+    accuracy_checks,
+    is_accuracy,
+    questions,
+)
 from mlflow_dlaas.report.recommend import (
     Recommendation,
     add_time_to_accuracy,
@@ -47,7 +54,6 @@ from mlflow_dlaas.report.tables import (
 )
 from mlflow_dlaas.runs.goals import Bound, Goal, parse_goal
 
-Ask = tuple[Goal, tuple[Bound, ...]]
 T = TypeVar("T")
 
 
@@ -62,6 +68,8 @@ class HostSection:
     recommendations: list[Recommendation]  # one per question and workload
     #: one line per part that could not be built: ``"<part>: <why>"``
     failures: list[str] = field(default_factory=list)
+    #: checks in place of questions (accuracy between thread settings), one line each
+    checks: list[str] = field(default_factory=list)
 
     @property
     def heading(self) -> str:
@@ -154,10 +162,11 @@ class Workloads:
 def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
                  asks: list[Ask] | None = None, *, include_disturbed: bool = False) -> Report:
     """Tables, plots and recommendations, per host, for the finished runs of ``table`` that
-    are not disturbed (all of them with ``include_disturbed``)."""
+    are not disturbed (all of them with ``include_disturbed``): each study's own
+    objectives over its runs, the user's ``asks``, then the standing questions."""
     screened = screen(table.finished, include_disturbed=include_disturbed)
-    sections = [_section(client, host, tracking_uri, asks or [], include_disturbed)
-                for host in hosts(screened.kept)]
+    sections = [_section(client, host, tracking_uri, table.study_asks(), asks or [],
+                         include_disturbed, table.failed) for host in hosts(screened.kept)]
     return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                   tracking_uri, table.status_counts, sections,
                   _notes(table, screened.kept, len(sections)) + screened.notes(), table.runs)
@@ -223,8 +232,9 @@ PLOT_BUILDERS: tuple[tuple[str, tuple[str, ...],
 )
 
 
-def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask],
-             include_disturbed: bool) -> HostSection:
+def _section(client: MlflowClient, host: Host, tracking_uri: str,
+             study_asks: dict[str, list[Ask]], asks: list[Ask], include_disturbed: bool,
+             failed: pd.DataFrame) -> HostSection:
     work = Workloads.of(host.runs)
     parts = _Guarded()
     tables = [t for name, build in TABLE_BUILDERS
@@ -232,12 +242,37 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str, asks: list[Ask
     plots = [p for name, entries, build in PLOT_BUILDERS
              if not entries or any(len(work.runs_of(e)) for e in entries)
              if (p := parts.build(f"plot {name}", lambda b=build: b(client, work))) is not None]
-    answers = [found for goal, bounds in asks + default_asks(client, work)
-               if (found := parts.build(f"recommendation {goal.text}", lambda g=goal, b=bounds:
-                   recommend_each_workload(work.rows_for(client, g, b), g, b, tracking_uri,
-                                           include_disturbed=include_disturbed))) is not None]
-    recommendations = [r for found in answers for r in found]
-    return HostSection(host.name, host.cpu_model, tables, plots, recommendations, parts.failures)
+    recommendations: list[Recommendation] = []
+    checks: list[str] = []
+    for question in questions(study_asks, asks, default_asks(client, work)):
+        found = parts.build(f"recommendation {question.goal.text}", lambda q=question: _answer(
+            client, work, q, tracking_uri, include_disturbed, failed))
+        if found is not None:
+            recommendations += found[0]
+            checks += found[1]
+    return HostSection(host.name, host.cpu_model, tables, plots, recommendations,
+                       parts.failures, checks)
+
+
+def _answer(client: MlflowClient, work: Workloads, question: Question, tracking_uri: str,
+            include_disturbed: bool, failed: pd.DataFrame
+            ) -> tuple[list[Recommendation], list[str]]:
+    """The question's answers, one per workload of the runs it is asked of, and the checks
+    that stand in for an accuracy question where accuracy cannot differ by design."""
+    goal, bounds = question.goal, question.bounds
+    rows = question.rows(work.rows_for(client, goal, bounds))
+    if rows.empty:
+        return [], []
+    checks: list[str] = []
+    if is_accuracy(goal):
+        asked, found = accuracy_checks(goal, rows)
+        checks = [f"study {question.study} · {c}" if question.study else c for c in found]
+        rows = pd.concat([w.rows for w in asked]) if asked else rows.iloc[0:0]
+        if rows.empty:
+            return [], checks
+    answers = recommend_each_workload(rows, goal, bounds, tracking_uri,
+                                      include_disturbed=include_disturbed, failed=failed)
+    return [replace(a, workload=question.label(a.workload)) for a in answers], checks
 
 
 class _Guarded:

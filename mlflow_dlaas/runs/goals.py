@@ -91,8 +91,16 @@ def parse_goal(text: str) -> Goal:
         return Goal(ALIASES[text].metric, ALIASES[text].direction, text)
     prefix, _, metric = text.partition(":")
     if prefix in ("min", "max") and metric:
-        return Goal(metric_key(metric), "minimize" if prefix == "min" else "maximize", text)
+        key, direction = metric_key(metric), "minimize" if prefix == "min" else "maximize"
+        return Goal(key, direction, _plain_name(key, direction))
     raise ConfigError(f"objective {text!r} is not understood; objectives: {HOW}")
+
+
+def _plain_name(key: str, direction: str) -> str:
+    """The alias that names ``key`` in ``direction`` (``train_time``), else the key itself:
+    an answer reads "lowest train_time", not "lowest min:Headline/train_time_seconds"."""
+    return next((name for name, alias in sorted(ALIASES.items())
+                 if alias.metric == key and alias.direction == direction), key)
 
 
 def goal(name: str, direction: str, where: str, reduce: Any = "last") -> Goal:

@@ -1,4 +1,5 @@
-"""Recommendation rules on a table of runs: constraints on medians, and when a winner is claimed."""
+"""Recommendation rules on a table of runs: one statistic (the geometric mean) ranks, bounds
+and compares; when a winner is claimed."""
 
 from __future__ import annotations
 
@@ -28,13 +29,30 @@ def test_clearly_separated_replicates_give_a_winner_with_an_interval() -> None:
     answer = recommend(_runs({"pytorch": [1.0, 1.1, 1.2, 1.3],
                               "tensorflow": [2.0, 2.1, 2.2, 2.3]}), parse_goal("train_time"))
     assert answer.best["system"] == "pytorch" and answer.verdict == "winner"
-    assert answer.value.startswith("1.15 s (median of 4 runs, IQR 1.08–1.23 s)")
+    assert answer.value.startswith("1.14 s (geometric mean of 4 valid runs, IQR 1.08–1.23 s)")
     assert answer.effect is not None and answer.effect.verdict is Verdict.BETTER
     assert answer.effect.p_value == pytest.approx(2 / 70)  # exact: 2 of C(8, 4) orders
     assert answer.effect.low < answer.effect.ratio < answer.effect.high < 1
     assert "ahead of the next best (tensorflow) by 47 % (ratio 0.533, 95 % CI 0.435–0.650)" in \
         answer.sentence()
     assert answer.test_text() == "permutation test, unpaired, p = 0.029, 4 vs 4 valid runs"
+
+
+def test_the_winner_and_its_ratio_use_one_statistic() -> None:
+    """pytorch has the lower median (1.0 against 1.05) but one slow run; tensorflow has the
+    lower geometric mean. Ranked by median with the ratio of geometric means, the winner's
+    ratio came out above 1 for a time ("lowest ... ratio 1.24"): now both use the same one."""
+    answer = recommend(_runs({"pytorch": [0.98, 1.0, 1.0, 1.0, 3.0],
+                              "tensorflow": [1.04, 1.05, 1.05, 1.05, 1.06]}),
+                       parse_goal("train_time"))
+    assert answer.best["system"] == "tensorflow"
+    assert answer.effect is not None and answer.effect.ratio < 1
+    assert answer.runner_up_names()[0][1].startswith("1.24 s (geometric mean of 5")
+    for goal in ("train_time", "max:Headline/train_time_seconds"):
+        found = recommend(_runs({"a": [1.0, 2.0, 9.0, 1.5], "b": [1.6, 1.7, 1.8, 1.9]}),
+                          parse_goal(goal))
+        assert found.effect is not None
+        assert (found.effect.ratio <= 1) == (found.goal.direction == "minimize")
 
 
 def test_overlapping_replicates_are_not_separable() -> None:
@@ -119,31 +137,37 @@ def test_runs_of_two_models_get_one_answer_each_never_ranked_together() -> None:
     assert answers[1].as_json()["best"] == {"system": "tensorflow"}
 
 
-def test_the_answer_names_the_winner_and_only_the_settings_that_differ() -> None:
+def test_the_answer_names_the_winners_recipe_and_the_runner_up_by_what_differs() -> None:
     rows = _runs({"pytorch": [1.0, 1.1, 1.2, 1.3], "tensorflow": [2.0, 2.1, 2.2, 2.3]})
     rows["params.log_model"] = "True"  # the same for every candidate: not worth a word
     rows["params.batch_size"] = ["64"] * 4 + ["32"] * 4
     answer = recommend(rows, parse_goal("train_time"))
     assert answer.sentence().startswith(
-        "pytorch with batch_size=64: lowest train_time (Headline/train_time_seconds), 1.15 s "
-        "(median")
+        "pytorch with batch_size=64: lowest train_time (Headline/train_time_seconds), 1.14 s "
+        "(geometric mean")
     assert "ahead of the next best (tensorflow with batch_size=32) by 47 %" in answer.sentence()
     assert answer.runner_up_names() == [("tensorflow with batch_size=32",
                                          answer.runners_up[0][1])]
     assert "log_model" not in answer.sentence()
 
 
-def test_the_winner_is_named_by_what_differs_from_the_next_best_only() -> None:
-    """A far runner-up (a one-run study trial at other settings) does not lengthen the
-    winner's name with settings it shares with the configuration it is compared with."""
-    rows = _runs({"mxnet": [1.0, 1.1, 1.2, 1.3], "pytorch": [2.0, 2.1, 2.2, 2.3],
-                  "pytorch-trial": [3.0]})
-    rows["system"] = rows["system"].str.removesuffix("-trial")
-    rows["params.epochs"] = ["2"] * 8 + ["1"]
-    rows["params.log_model"] = ["True"] * 8 + ["False"]
+def test_the_winner_is_named_by_its_whole_recipe() -> None:
+    """A winner that differs from the runner-up in one setting but from the others in three
+    is named by all three: the name was once cut to what differed from the next best
+    ("openvino: highest throughput" with no batch size or threads)."""
+    rows = _runs({"onnxruntime": [1.0, 1.1, 1.2, 1.3], "openvino": [2.0, 2.1, 2.2, 2.3],
+                  "pytorch": [3.0, 3.1, 3.2, 3.3]})
+    rows["params.intra_op_threads"] = ["2"] * 8 + ["1"] * 4
+    rows["params.precision"] = ["int8"] * 8 + ["fp32"] * 4
+    rows["batch_size"] = ["8"] * 8 + ["1"] * 4
+    rows["params.log_model"] = "True"  # nuisance: never part of a recipe
     answer = recommend(rows, parse_goal("train_time"))
-    assert answer.winner() == "mxnet"
-    assert answer.runner_up_names()[-1][0] == "pytorch with epochs=1"  # log_model: nuisance
+    assert answer.winner() == ("onnxruntime with batch_size=8, intra_op_threads=2, "
+                               "precision=int8")
+    assert answer.sentence().startswith(answer.winner() + ": lowest")
+    assert answer.runner_up_names()[0][0] == "openvino"  # told apart by its system alone
+    assert answer.as_json()["best"] == {"system": "onnxruntime", "batch_size": "8",
+                                        "intra_op_threads": "2", "precision": "int8"}
 
 
 def test_an_accuracy_goal_on_synthetic_data_is_refused_with_the_reason() -> None:
@@ -170,19 +194,71 @@ def test_a_recommendation_names_an_unset_thread_count_as_the_tables_do() -> None
 
 
 def test_a_study_report_answers_the_studys_own_objectives(tracking: str) -> None:
-    """A project study's parent run records its objectives and constraints; ``compare --study``
-    asks them when the user asks nothing else."""
+    """A study's parent run records its objectives and constraints; a report on its study or
+    on the experiment holding it asks them, in plain words."""
     import mlflow
 
-    from mlflow_dlaas.report.command import study_asks
-    from mlflow_dlaas.runs.schema import ROLE_TAG, STUDY_TAG
+    from mlflow_dlaas.report.collect import collect_runs
+    from mlflow_dlaas.runs.schema import ENTRY_TAG, ROLE_TAG, STUDY_TAG
 
+    mlflow.set_experiment("holds-a-study")
     with mlflow.start_run(tags={ROLE_TAG: "study", STUDY_TAG: "fit-study"}):
         mlflow.log_params({"objectives": "minimize:wall_time_seconds,"
                                          "maximize:Headline/test_accuracy",
                            "constraints": "peak_memory<=2GiB"})
-    asks = study_asks(mlflow.MlflowClient(), "fit-study")
-    assert [(goal.metric, goal.direction) for goal, _ in asks] == [
-        ("wall_time_seconds", "minimize"), ("Headline/test_accuracy", "maximize")]
-    assert all(bound.text == "peak_memory<=2GiB" for _, bounds in asks for bound in bounds)
-    assert study_asks(mlflow.MlflowClient(), "no such study") == []
+    with mlflow.start_run(tags={STUDY_TAG: "fit-study", ENTRY_TAG: "train"}):
+        mlflow.log_metric("wall_time_seconds", 1.0)
+    for scope in ({"study": "fit-study"}, {"experiment": "holds-a-study"}):
+        asks = collect_runs(mlflow.MlflowClient(), **scope).study_asks()["fit-study"]
+        assert [(goal.metric, goal.direction, goal.text) for goal, _ in asks] == [
+            ("wall_time_seconds", "minimize", "wall_time"),
+            ("Headline/test_accuracy", "maximize", "accuracy")]
+        assert all(bound.text == "peak_memory<=2GiB" for _, bounds in asks for bound in bounds)
+
+
+def _failed(system: str, count: int, reason: str, **params: str) -> pd.DataFrame:
+    return pd.DataFrame([{"run_id": f"{system}-failed-{i}", "run_name": "", "experiment_id": "1",
+                          "entry": "train", "system": system, "host": "aaaaaaaaaaaa",
+                          "status": "FAILED", "params.seed": str(9 + i),
+                          "failure_reason": f"Traceback ...\nWorkerError: {reason}",
+                          **{f"params.{k}": v for k, v in params.items()}}
+                         for i in range(count)])
+
+
+def test_a_winner_that_failed_in_some_runs_says_so() -> None:
+    """One of int8's replicates failed its equivalence check: int8 may still have the best
+    figure from the runs that passed, but its answer says it failed, and why."""
+    rows = _runs({"int8": [1.0, 1.1, 1.2, 1.3], "fp32": [2.0, 2.1, 2.2, 2.3]})
+    reason = "top-1 agreement with fp32 0.625 < 0.75 (the equivalence rule)"
+    answer = recommend(rows, parse_goal("train_time"), failed=_failed("int8", 1, reason))
+    assert answer.best["system"] == "int8"
+    assert f"; but it failed in 1 of 5 runs ({reason}); ahead of" in answer.sentence()
+    assert answer.as_json()["failed_runs"] == {"failed": 1, "of": 5, "reason": reason}
+    quiet = recommend(rows, parse_goal("train_time"), failed=_failed("fp32", 2, "oom"))
+    assert "failed" not in quiet.sentence().split("; ahead of")[0]
+    assert quiet.runner_up_names()[0][1].endswith("; failed in 2 of 6 runs (oom)")
+
+
+def test_a_configuration_that_failed_in_every_run_is_named_as_tried() -> None:
+    """learning_rate=0.1 diverged in every run: the answer over the runs that finished says
+    it was tried, instead of listing learning_rate=0.01 as if nothing else had been."""
+    rows = _runs({"pytorch": [1.0, 1.1, 1.2, 1.3]}).assign(**{"params.learning_rate": "0.01"})
+    failed = _failed("pytorch", 6, "the training loss is NaN at epoch 1",
+                     learning_rate="0.1")
+    answer = recommend(rows, parse_goal("train_time"), failed=failed)
+    assert answer.never_finished == (
+        "learning_rate=0.1: failed in all 6 runs (the training loss is NaN at epoch 1)",)
+    other_model = failed.assign(**{"params.model": "resnet50"})
+    rows = rows.assign(**{"params.model": "lenet5"})
+    assert recommend(rows, parse_goal("train_time"), failed=other_model).never_finished == ()
+
+
+def test_markedly_different_spreads_are_said() -> None:
+    steady, erratic = [1.0, 1.01, 1.02, 1.03], [1.5, 1.9, 2.6, 3.0]
+    answer = recommend(_runs({"pytorch": steady, "tensorflow": erratic}),
+                       parse_goal("train_time"))
+    assert "; spreads differ: IQR 1.5 % of the median against 40 % for the next best" in \
+        answer.sentence()
+    alike = recommend(_runs({"pytorch": steady, "tensorflow": [2.0, 2.02, 2.04, 2.06]}),
+                      parse_goal("train_time"))
+    assert "spreads differ" not in alike.sentence()
