@@ -12,6 +12,8 @@ import math
 
 #: the level every comparison is tested at: a 95 % interval
 ALPHA = 0.05
+#: the smallest ratio away from 1 that counts as an effect (5 %)
+MIN_EFFECT = 0.05
 
 
 def smallest_p(n: int, m: int) -> float:

@@ -30,13 +30,11 @@ from itertools import combinations
 
 import numpy as np
 
-from mlflow_dlaas.decidable import ALPHA, fewest_runs_per_side
+from mlflow_dlaas.decidable import ALPHA, MIN_EFFECT, fewest_runs_per_side
 from mlflow_dlaas.figures import percent, significant
 
 #: runs each side needs before the test is tried at all
 MIN_REPLICATES = 3
-#: the smallest ratio away from 1 that counts as an effect (5 %)
-MIN_EFFECT = 0.05
 #: permutations enumerated exactly up to this many; beyond, this many drawn at random
 EXACT_LIMIT = 20_000
 #: bisection steps of the interval's ends (each halves the bracket)
