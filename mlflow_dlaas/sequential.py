@@ -21,9 +21,10 @@ budget of 12 rounds that is 5 looks (rounds 8 to 12) at 1 % each.
 
 - *different* (``a lower`` or ``a higher``): the two-sided sign-flip test of "no
   difference" rejects at ``a`` and the ratio lies beyond the minimum effect ``e`` (5 %);
-- *no meaningful difference*: two one-sided tests (TOST) reject, each at ``a``, both
+- *no meaningful difference*: two one-sided tests (TOST) reject, each at ``a / 2``, both
   "the ratio is at least ``1 + e``" and "the ratio is at most ``1 / (1 + e)``": the
-  ``1 - 2a`` interval lies within ``1 / (1 + e) .. 1 + e``;
+  ``1 - a`` interval lies within ``1 / (1 + e) .. 1 + e``, the report's own rule for
+  that verdict (:mod:`mlflow_dlaas.report.effect`) at the per-look level;
 - else *open*: measure another round, up to the budget. An answer still open says about
   how many more rounds would decide (normal approximation from the differences' spread).
 
@@ -104,7 +105,8 @@ class SequentialRule:
                     "(too few for any look)")
         return (f"a look after every round from round {looks[0]} to {looks[-1]}, each at "
                 f"level {self.level:.3g} (alpha {self.alpha:g} split over {len(looks)} "
-                f"looks); 'no meaningful difference' is TOST within ±{self.min_effect:.0%}")
+                f"looks); 'no meaningful difference': its {1 - self.level:.0%} interval within "
+                f"±{self.min_effect:.0%} (TOST at {self.level / 2:.3g} a side)")
 
     def judge(self, log_a: np.ndarray, log_b: np.ndarray) -> list[Judged]:
         """Each comparison (row) of ``log_a`` against ``log_b`` (shape: comparisons x
@@ -139,29 +141,35 @@ class SequentialRule:
             rows = differences[start:start + CHUNK]
             mean = rows.mean(axis=1)
             different = (_p_two_sided(rows, flips) < self.level) & (np.abs(mean) >= edge)
-            same = ((_p_below(rows - edge, flips) < self.level)
-                    & (_p_above(rows + edge, flips) < self.level))
+            same = ((_p_below(rows - edge, flips) < self.level / 2)
+                    & (_p_above(rows + edge, flips) < self.level / 2))
             out[start:start + CHUNK] = np.where(
                 different, np.where(mean < 0, Decision.A_LOWER, Decision.A_HIGHER),
                 np.where(same, Decision.SAME, Decision.OPEN))
         return out
 
     def more_rounds(self, differences: np.ndarray) -> int:
-        """About how many more rounds would decide, from the differences' mean and spread
+        """About how many more rounds would decide, after the rounds ``differences``
         (normal approximation at the per-look level); at least 1."""
         k = len(differences)
         if k < 2:
             return max(self.looks[0] - k, 1) if self.looks else 1
-        spread = float(np.std(differences, ddof=1))
-        mean, edge = abs(float(np.mean(differences))), math.log1p(self.min_effect)
-        if spread == 0:
-            return max((self.looks[0] if self.looks else k + 1) - k, 1)
-        if mean >= edge:  # looks different: rounds until the interval excludes no effect
-            z, margin = NormalDist().inv_cdf(1 - self.level / 2), mean
-        else:  # looks the same, or too close to call: rounds until TOST can pass
-            z, margin = NormalDist().inv_cdf(1 - self.level), max(edge - mean, edge / 4)
+        return self.rounds_needed(float(np.mean(differences)),
+                                  float(np.std(differences, ddof=1)), k)
+
+    def rounds_needed(self, mean: float, spread: float, done: int) -> int:
+        """About how many rounds beyond ``done`` would decide a comparison whose paired
+        log differences have this ``mean`` and standard deviation ``spread``: until the
+        interval excludes "no effect" where the gap exceeds the minimum effect, else until
+        it fits within it; never before the first look; at least 1."""
+        first = self.looks[0] if self.looks else self.max_rounds + 1
+        edge, mean = math.log1p(self.min_effect), abs(mean)
+        if not math.isfinite(spread) or spread == 0:
+            return max(first - done, 1)
+        z = NormalDist().inv_cdf(1 - self.level / 2)
+        margin = mean if mean >= edge else max(edge - mean, edge / 4)
         needed = math.ceil((z * spread / margin) ** 2)
-        return max(needed - k, (self.looks[0] - k) if self.looks else 0, 1)
+        return max(needed - done, first - done, 1)
 
 
 def _flips(rounds: int) -> np.ndarray:

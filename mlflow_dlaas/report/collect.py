@@ -13,6 +13,9 @@ from mlflow_dlaas.report.hosts import UNKNOWN_HOST
 from mlflow_dlaas.runs.goals import Bound, Goal, parse_asks
 from mlflow_dlaas.runs.schema import (
     ACCURACY_TAG,
+    DECIDE_MAX_ROUNDS_TAG,
+    DECIDE_ROUND_TAG,
+    DECIDE_SESSION_TAG,
     ENTRY_TAG,
     ENV_TAG_PREFIX,
     FRAMEWORK_TAG,
@@ -33,7 +36,7 @@ from mlflow_dlaas.runs.schema import (
 
 PAGE_SIZE = 1000
 #: runs that describe other runs, never measured themselves
-NOT_MEASUREMENTS = ("report", "study")
+NOT_MEASUREMENTS = ("report", "study", "decide")
 #: the column saying "not measured (synthetic data)" where a run's labels were random
 ACCURACY_COLUMN = "accuracy_note"
 #: tags copied into the table as plain columns
@@ -42,7 +45,9 @@ TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
                TRIAL_NUMBER_TAG: "trial_number", REASON_TAG: "failure_reason",
                VALIDITY_TAG: "validity", VALIDITY_REASON_TAG: "validity_reason",
                HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model",
-               ACCURACY_TAG: ACCURACY_COLUMN, REPLICATE_TAG: "replicate"}
+               ACCURACY_TAG: ACCURACY_COLUMN, REPLICATE_TAG: "replicate",
+               DECIDE_SESSION_TAG: "decide_session", DECIDE_ROUND_TAG: "decide_round",
+               DECIDE_MAX_ROUNDS_TAG: "decide_max_rounds"}
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from mlflow_dlaas.report.effect import ALPHA, Effect, estimate
 from mlflow_dlaas.report.formatting import setting_text
+from mlflow_dlaas.sequential import SequentialRule
 
 #: params of the task itself, for every entry point
 WORKLOAD_PARAMS = ("architecture", "model", "dataset", "data_dir", "input_shape",
@@ -45,6 +46,8 @@ WORKLOAD_INFO = ("entry", "host", "project")
 FACTOR_INFO = ("system", "batch_size")
 #: the column telling replicates' rounds apart, where runs carry one
 ROUND = "replicate"
+#: the columns of a run ``decide`` measured: its session, its round, the session's budget
+SESSION, DECIDE_ROUND, DECIDE_BUDGET = "decide_session", "decide_round", "decide_max_rounds"
 #: complete interleaved rounds the paired test needs: 2 / 2^6 < ALPHA
 PAIRED_ROUNDS = next(k for k in range(1, 64) if 2 / 2 ** k < ALPHA)
 
@@ -234,8 +237,16 @@ def match(rows: pd.DataFrame, column: str, chosen: Sequence[str], baseline: Sequ
 
 def effect_between(a: pd.DataFrame, b: pd.DataFrame, metric: str, *,
                    lower_is_better: bool) -> Effect:
-    """Two configurations' runs on ``metric``: paired by round where they ran in at least
-    :data:`PAIRED_ROUNDS` complete interleaved rounds, else unpaired (saying why)."""
+    """Two configurations' runs on ``metric``: over the rounds of the latest ``decide``
+    session both ran in, by its sequential rule; else paired by round where they ran in at
+    least :data:`PAIRED_ROUNDS` complete interleaved rounds; else unpaired (saying why)."""
+    decided = decide_rounds(a, b, metric)
+    if decided is not None:
+        rounds, rule = decided
+        return estimate(rounds, lower_is_better=lower_is_better, alpha=rule.level,
+                        design=f"paired over {len(rounds)} rounds of `decide` (a look after "
+                               f"each, level {rule.level:.2g} a look)",
+                        more="measure more rounds (mlflow-dlaas decide)")
     rounds = interleaved_rounds(a, b, metric)
     if rounds is not None and len(rounds) >= PAIRED_ROUNDS:
         return estimate(rounds, lower_is_better=lower_is_better,
@@ -245,6 +256,29 @@ def effect_between(a: pd.DataFrame, b: pd.DataFrame, metric: str, *,
         design += f" ({len(rounds)} interleaved rounds; pairing needs {PAIRED_ROUNDS})"
     return estimate([(_values(a, metric), _values(b, metric))],
                     lower_is_better=lower_is_better, design=design)
+
+
+def decide_rounds(a: pd.DataFrame, b: pd.DataFrame, metric: str
+                  ) -> tuple[list[tuple[list[float], list[float]]], SequentialRule] | None:
+    """Per round of the latest ``decide`` session both sides ran in, the two sides' values
+    (rounds where either lacks one left out), and that session's rule; None where they
+    share no session."""
+    if SESSION not in a or SESSION not in b or metric not in a or metric not in b:
+        return None
+    sessions = [side[side[SESSION].fillna("").astype(str) != ""] for side in (a, b)]
+    common = set(sessions[0][SESSION]) & set(sessions[1][SESSION])
+    if not common:
+        return None
+    latest = max(common, key=lambda s: max(side.loc[side[SESSION] == s, "start_time"].max()
+                                           for side in sessions))
+    here = [side[side[SESSION] == latest] for side in sessions]
+    budget = pd.to_numeric(here[0].get(DECIDE_BUDGET), errors="coerce").max()
+    rule = SequentialRule(int(budget)) if pd.notna(budget) else SequentialRule()
+    values = [{str(r): v for r, v in zip(side[DECIDE_ROUND],
+                                         pd.to_numeric(side[metric], errors="coerce"),
+                                         strict=True) if pd.notna(v)} for side in here]
+    shared = sorted(set(values[0]) & set(values[1]), key=int)
+    return [([values[0][r]], [values[1][r]]) for r in shared], rule
 
 
 def interleaved_rounds(a: pd.DataFrame, b: pd.DataFrame, metric: str

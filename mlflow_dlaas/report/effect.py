@@ -74,6 +74,8 @@ class Effect:
     min_effect: float = MIN_EFFECT
     #: why the verdict is "too few runs", where it is
     shortfall: str = ""
+    #: the level tested at: the interval is the ``1 - alpha`` one
+    alpha: float = ALPHA
 
     @property
     def has_interval(self) -> bool:
@@ -85,7 +87,8 @@ class Effect:
             return "no ratio"
         text = f"ratio {significant(self.ratio)}"
         if self.has_interval:
-            text += f", 95 % CI {significant(self.low)}–{significant(self.high)}"
+            text += (f", {100 * (1 - self.alpha):.3g} % CI "
+                     f"{significant(self.low)}–{significant(self.high)}")
         return text
 
     def words(self, rival: str = "") -> str:
@@ -127,9 +130,12 @@ def compare_runs(a: Sequence[float], b: Sequence[float], *, lower_is_better: boo
 
 
 def estimate(strata: Sequence[Stratum], *, lower_is_better: bool,
-             min_effect: float = MIN_EFFECT, design: str = "unpaired") -> Effect:
+             min_effect: float = MIN_EFFECT, design: str = "unpaired", alpha: float = ALPHA,
+             more: str = "") -> Effect:
     """The effect of ``a`` against ``b`` over ``strata`` (pairs of value lists; a stratum
-    with a side empty is left out; non-positive values too)."""
+    with a side empty is left out; non-positive values too), tested at ``alpha`` (a
+    sequential rule's per-look level; its interval is then the ``1 - alpha`` one). ``more``:
+    what would measure more, where the runs are too few (replicates by default)."""
     positive = [_positive(s) for s in strata]
     logged = [(np.log(x), np.log(y)) for x, y in positive if len(x) and len(y)]
     n, m = (sum(len(x) for x, _ in logged), sum(len(y) for _, y in logged)) if logged else (
@@ -139,17 +145,17 @@ def estimate(strata: Sequence[Stratum], *, lower_is_better: bool,
     def effect(verdict: Verdict, low: float = math.nan, high: float = math.nan,
                p: float | None = None, shortfall: str = "") -> Effect:
         return Effect(verdict, ratio, low, high, p, (n, m), design, lower_is_better,
-                      min_effect, shortfall)
+                      min_effect, shortfall, alpha)
 
     if min(n, m) < MIN_REPLICATES:
         return effect(Verdict.TOO_FEW, shortfall=f"{n} vs {m}; "
                                                  f"{fewest_runs_per_side()} a side needed")
-    null = _NullDistribution(logged)
-    if null.smallest_p >= ALPHA:
+    null = _NullDistribution(logged, alpha)
+    if null.smallest_p >= alpha:
         return effect(Verdict.TOO_FEW, p=null.p_value(0.0), shortfall=(
             f"{n} vs {m}: {null.count} arrangements{_within(design)}, so no outcome can "
-            f"reach p < {ALPHA}; measure more replicates ({fewest_runs_per_side()} a side "
-            "can)"))
+            f"reach p < {alpha:.3g}; " + (more or f"measure more replicates "
+                                           f"({fewest_runs_per_side()} a side can)")))
     p = null.p_value(0.0)
     low, high = null.interval(math.log(ratio))
     return effect(_verdict(ratio, math.exp(low), math.exp(high), lower_is_better, min_effect),
@@ -191,8 +197,10 @@ def _statistic(logged: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
 class _NullDistribution:
     """The statistic under every relabelling within strata (or a seeded sample of them)."""
 
-    def __init__(self, logged: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(self, logged: Sequence[tuple[np.ndarray, np.ndarray]],
+                 alpha: float = ALPHA) -> None:
         self.logged = list(logged)
+        self.alpha = alpha
         weights = np.array([_weight(x, y) for x, y in self.logged])
         self.weights = weights / weights.sum()
         self.splits = [_splits(len(x), len(y)) for x, y in self.logged]
@@ -241,11 +249,11 @@ class _NullDistribution:
         return (self._edge(centre, centre - 2 * spread), self._edge(centre, centre + 2 * spread))
 
     def _edge(self, inside: float, outside: float) -> float:
-        if self.p_value(outside) >= ALPHA:  # cannot happen while smallest_p < ALPHA
+        if self.p_value(outside) >= self.alpha:  # cannot happen while smallest_p < alpha
             return outside
         for _ in range(BISECTION_STEPS):
             middle = (inside + outside) / 2
-            if self.p_value(middle) >= ALPHA:
+            if self.p_value(middle) >= self.alpha:
                 inside = middle
             else:
                 outside = middle

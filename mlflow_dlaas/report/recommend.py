@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -38,6 +39,7 @@ from mlflow_dlaas.runs.schema import (
     unit_of,
 )
 from mlflow_dlaas.runs.ui_links import run_url
+from mlflow_dlaas.sequential import SequentialRule
 
 RUNNERS_UP = 3
 #: relative spreads (IQR over median) further apart than this factor are said
@@ -77,6 +79,8 @@ class Recommendation:
     never_finished: tuple[str, ...] = ()
     #: where the best's and the next best's relative spreads differ markedly, in words
     spreads: str = ""
+    #: for an open answer: about how many more rounds would settle it, in words
+    settle: str = ""
 
     @property
     def found(self) -> bool:
@@ -120,7 +124,7 @@ class Recommendation:
         if not self.runners_up or self.effect is None:
             return "the only qualifying configuration: nothing to compare it with"
         words = self.effect.words(f"the next best ({self.runner_up_names()[0][0]})")
-        return f"{words}; {self.spreads}" if self.spreads else words
+        return "; ".join(part for part in (words, self.spreads, self.settle) if part)
 
     def test_text(self) -> str:
         """The test behind the verdict, for a person who checks it."""
@@ -233,6 +237,10 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         return found
     ranked = candidates.sort_values(RANK_VALUE, kind="stable",
                                     ascending=goal.direction == "minimize")
+    effect = _against_next_best(rows, ranked, keys[0], goal, include_disturbed)
+    if effect is not None and _behind(effect, goal):  # decide's rounds reversed the order
+        ranked = pd.concat([ranked.iloc[[1, 0]], ranked.iloc[2:]])
+        effect = _against_next_best(rows, ranked, keys[0], goal, include_disturbed)
     shown = shown_settings(stats)
     best = ranked.iloc[0]
     names = rows.set_index("run_id")["run_name"].to_dict()
@@ -250,10 +258,10 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         tuple((_settings(r, shown), _value(r, keys[0], include_disturbed)
                + (f"; {f.text()}" if f else ""))
               for (_, r), f in zip(shortlist.iloc[1:].iterrows(), failures[1:], strict=True)),
-        _against_next_best(rows, ranked, keys[0], goal, include_disturbed),
-        runs_label=counted_runs_label(include_disturbed=include_disturbed),
+        effect, runs_label=counted_runs_label(include_disturbed=include_disturbed),
         best_failures=failures[0], never_finished=never,
-        spreads=_spreads_differ(shortlist, keys[0]))
+        spreads=_spreads_differ(shortlist, keys[0]),
+        settle=_settle(rows, ranked, keys[0], effect, include_disturbed))
 
 
 def recommend_each_workload(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
@@ -283,6 +291,15 @@ def refuse_accuracy_on_synthetic_data(rows: pd.DataFrame, metric: str, what: str
                           f"trained on {', '.join(datasets)}, random images with random labels; "
                           "choose a time, throughput, memory or energy goal, or train on real "
                           "data")
+
+
+def _behind(effect: Effect, goal: Goal) -> bool:
+    """Whether the ranked first is on the wrong side of 1 against the next best: the rounds
+    of a ``decide`` session, which the effect rests on, can order them otherwise than the
+    geometric means of all their runs."""
+    if not np.isfinite(effect.ratio):
+        return False
+    return effect.ratio > 1 if goal.direction == "minimize" else effect.ratio < 1
 
 
 def _against_next_best(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, goal: Goal,
@@ -320,6 +337,31 @@ def _ranked_by(rows: pd.DataFrame, key: str, include_disturbed: bool) -> pd.Data
                          RANK_RUNS: grouped.count(),
                          RANK_COUNTED: has_deciding.groupby(configs, sort=False).first()}
                         ).rename_axis("config").reset_index()
+
+
+def _settle(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, effect: Effect | None,
+            include_disturbed: bool) -> str:
+    """For an open answer: ``about 9 more rounds of mlflow-dlaas decide (about 3 min at this
+    pace) would settle it``, from the two sides' spread (the sequential rule's estimate)."""
+    if effect is None or effect.verdict not in (Verdict.NOT_SEPARABLE, Verdict.TOO_FEW):
+        return ""
+    configs = configuration_ids(rows)
+    counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
+    sides = [rows[(configs == ranked.iloc[i]["config"]) & counted] for i in (0, 1)]
+    logs = [np.log(v[v > 0]) for v in (pd.to_numeric(side[key], errors="coerce").dropna()
+                                       for side in sides)]
+    spread = math.sqrt(sum(float(np.var(v, ddof=1)) if len(v) > 1 else math.nan
+                           for v in logs))
+    done = effect.runs[0] if "`decide`" in effect.design else 0
+    rule = SequentialRule()
+    more = rule.rounds_needed(math.log(effect.ratio) if effect.ratio > 0 else 0.0, spread, done)
+    seconds = sum(float(np.nanmedian((side["end_time"] - side["start_time"]) / 1000))
+                  for side in sides if "end_time" in side and len(side))
+    pace = f" (about {significant(more * seconds / 60)} min at this pace)" if seconds > 0 else ""
+    beyond = (f", beyond decide's default budget of {rule.max_rounds} rounds"
+              if done + more > rule.max_rounds else "")
+    return (f"about {more} more rounds of `mlflow-dlaas decide`{pace} would settle it"
+            f"{beyond}")
 
 
 def _spreads_differ(shortlist: pd.DataFrame, key: str) -> str:

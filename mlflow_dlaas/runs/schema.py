@@ -303,6 +303,11 @@ ORPHANED_TAG = "dlaas.orphaned"
 SKIPPED_TAG = "dlaas.skipped_here"
 #: a trial run the study's pruner stopped (it ends KILLED)
 PRUNED_TAG = "dlaas.pruned"
+#: on a run ``decide`` measured: its session (the ``decide`` run's id), its round, and the
+#: session's budget in rounds (the sequential rule's looks follow from it)
+DECIDE_SESSION_TAG = "dlaas.decide_session"
+DECIDE_ROUND_TAG = "dlaas.decide_round"
+DECIDE_MAX_ROUNDS_TAG = "dlaas.decide_max_rounds"
 BEST_TRIAL_TAG = "dlaas.best_trial"
 BEST_RUN_IDS_TAG = "dlaas.best_run_ids"
 CLOSEST_TRIAL_TAG = "dlaas.closest_trial"
