@@ -326,6 +326,42 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
     sys.exit(0 if found else 1)
 
 
+@cli.command("decide")
+@_ui_url_option
+@click.option("--experiment", required=True, help="The experiment whose open answers to settle.")
+@click.option("--budget", default=None,
+              help="Rounds (e.g. 12, the default: the sequential rule's budget) or minutes "
+                   "(e.g. 10m, within the default rounds).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Draws each round's order (recorded on every run).")
+@click.option("--include-disturbed", is_flag=True,
+              help="Let disturbed and unverified runs count toward a verdict.")
+@click.option("--dry-run", is_flag=True, help="List the open answers; measure nothing.")
+@reports_errors
+def decide_command(experiment: str, budget: str | None, seed: int, include_disturbed: bool,
+                   dry_run: bool) -> None:
+    """Measure more of only the configurations behind the experiment's open answers, on this
+    machine, in interleaved rounds (each configuration once a round, in a seeded random
+    order), until each answer is decided or the budget is spent.
+
+    A look after every round decides by the sequential rule (docs/report.md): the chance of
+    a false "different" stays at or below 5 % over all the looks. Runs are launched from the
+    entry point and params the open answers' runs recorded (projects/<framework> runs only).
+    Exit code 0 when every answer that was open is decided, 1 when some remain open (each
+    says how many more rounds would settle it).
+    """
+    from mlflow_dlaas.decide.command import Budget, decide
+
+    outcome = decide(experiment=experiment, budget=Budget.parse(budget), seed=seed,
+                     dry_run=dry_run, include_disturbed=include_disturbed)
+    for line in outcome.lines:
+        click.echo(line)
+    if outcome.session:
+        click.echo(f"decide run: {outcome.session} ({outcome.rounds} rounds); "
+                   f"{outcome.still_open} still open")
+    sys.exit(1 if outcome.still_open and not dry_run else 0)
+
+
 @cli.command("reproduce")
 @_ui_url_option
 @click.option("--quick", is_flag=True,

@@ -181,6 +181,11 @@ def fingerprint() -> dict[str, Any]:
     return data
 
 
+def this_host() -> str:
+    """This machine's hardware hash (``dlaas.host`` of the runs it measures)."""
+    return str(fingerprint()["host_hash"])
+
+
 def as_tags(data: Mapping[str, Any]) -> dict[str, str]:
     """The fingerprint's identifying entries as MLflow tags (``dlaas.env.cpu_model``, the
     GPU models where any, ``dlaas.env.versions``, ``dlaas.env.variables``; long values cut

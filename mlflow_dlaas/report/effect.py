@@ -9,7 +9,8 @@ round where replicates ran in complete interleaved rounds (the paired test). The
 is the weighted mean over strata of the difference of mean logs; its exponent is the ratio
 (of geometric means). The interval is the set of ratios the test does not reject at 5 %
 (test inversion), so the interval and the test never disagree (Kalibera and Jones,
-"Rigorous Benchmarking in Reasonable Time": ratios with intervals; pyperf's ``compare_to``).
+"Rigorous Benchmarking in Reasonable Time": ratios with intervals; pyperf's ``compare_to``
+is a t-test without an interval, so the interval by inversion is not pyperf's).
 
 Verdicts, for a minimum effect ``e`` (5 % by default):
 

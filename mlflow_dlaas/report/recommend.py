@@ -67,6 +67,8 @@ class Recommendation:
     best: dict[str, str] = field(default_factory=dict)  # setting -> its full value
     value: str = ""  # the best's median with its unit and spread
     evidence: tuple[Evidence, ...] = ()
+    #: the runs of the next best, the configuration the verdict compares the best with
+    rival_run_ids: tuple[str, ...] = ()
     runners_up: tuple[tuple[dict[str, str], str], ...] = ()
     #: the best against the next best: the ratio, its interval and the verdict
     effect: Effect | None = None
@@ -255,6 +257,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
     return Recommendation(
         goal, bounds, len(stats), excluded, _settings(best, shown),
         _value(best, keys[0], include_disturbed), evidence,
+        tuple(ranked.iloc[1]["run_ids"]) if len(ranked) > 1 else (),
         tuple((_settings(r, shown), _value(r, keys[0], include_disturbed)
                + (f"; {f.text()}" if f else ""))
               for (_, r), f in zip(shortlist.iloc[1:].iterrows(), failures[1:], strict=True)),

@@ -242,6 +242,19 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str,
     plots = [p for name, entries, build in PLOT_BUILDERS
              if not entries or any(len(work.runs_of(e)) for e in entries)
              if (p := parts.build(f"plot {name}", lambda b=build: b(client, work))) is not None]
+    recommendations, checks = answer_questions(client, work, study_asks, asks, tracking_uri,
+                                               include_disturbed, failed, parts)
+    return HostSection(host.name, host.cpu_model, tables, plots, recommendations,
+                       parts.failures, checks)
+
+
+def answer_questions(client: MlflowClient, work: Workloads, study_asks: dict[str, list[Ask]],
+                     asks: list[Ask], tracking_uri: str, include_disturbed: bool,
+                     failed: pd.DataFrame, parts: _Guarded | None = None
+                     ) -> tuple[list[Recommendation], list[str]]:
+    """Every question's answers over one host's runs (``work``), and the checks that stand
+    in for some; a question whose answer cannot be built is named in ``parts``' failures."""
+    parts = parts or _Guarded()
     recommendations: list[Recommendation] = []
     checks: list[str] = []
     for question in questions(study_asks, asks, default_asks(client, work)):
@@ -250,8 +263,7 @@ def _section(client: MlflowClient, host: Host, tracking_uri: str,
         if found is not None:
             recommendations += found[0]
             checks += found[1]
-    return HostSection(host.name, host.cpu_model, tables, plots, recommendations,
-                       parts.failures, checks)
+    return recommendations, checks
 
 
 def _answer(client: MlflowClient, work: Workloads, question: Question, tracking_uri: str,
@@ -290,8 +302,8 @@ class _Guarded:
             return None
 
 
-DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "p99_latency", "inference_throughput",
-                     "energy_per_1000_predictions")
+DEFAULT_QUESTIONS = ("accuracy", "time_to_accuracy", "train_time", "p99_latency",
+                     "inference_throughput", "energy_per_1000_predictions")
 
 
 def default_asks(client: MlflowClient, work: Workloads) -> list[Ask]:

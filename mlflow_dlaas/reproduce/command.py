@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
+from mlflow_dlaas.environment import this_host
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.redaction import redact_uri
 from mlflow_dlaas.report.publish import default_output
@@ -21,7 +22,6 @@ from mlflow_dlaas.reproduce.runner import (
     plan_steps,
     run_steps,
     stderr,
-    this_host,
 )
 from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 

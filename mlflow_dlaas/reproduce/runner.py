@@ -204,13 +204,6 @@ def judge(client: MlflowClient, claims: list[Claim], steps: list[Step],
     return results
 
 
-def this_host() -> str:
-    """This machine's hardware hash (``dlaas.host`` of the runs it measures)."""
-    from mlflow_dlaas.environment import fingerprint
-
-    return str(fingerprint()["host_hash"])
-
-
 def announce(plan: str, steps: list[Step], say: Callable[[str], None]) -> None:
     """What the plan runs and how long it should take, before it starts."""
     total = sum(s.minutes for s in steps)
