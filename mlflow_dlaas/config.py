@@ -107,11 +107,10 @@ class TrainConfig:
         merged.update(given)
         settings = pop_parallelism(merged)
         validity = ValidityThresholds.pop_from(merged)
-        known = {f.name for f in fields(cls)} - NESTED
-        unknown = sorted(set(merged) - known)
+        unknown = sorted(set(merged) - ({f.name for f in fields(cls)} - NESTED))
         if unknown:
             raise ConfigError(f"unknown training parameter(s): {', '.join(unknown)}; valid: "
-                              f"{', '.join(sorted(known | NESTED_KEYS))}")
+                              f"{', '.join(sorted(accepted_params(cls)))}")
         typed = {k: _coerce(k, v, cls) for k, v in merged.items()}
         return cls(**typed, parallelism=settings, validity=validity)
 
@@ -125,6 +124,12 @@ class TrainConfig:
 NESTED = {"parallelism", "validity"}
 NESTED_KEYS = {f.name for f in fields(ParallelismSettings)} | {
     f.name for f in fields(ValidityThresholds)}
+
+
+def accepted_params(config_class: type) -> set[str]:
+    """Every param an entry point's config (``TrainConfig``, ``InferConfig``) takes: its own
+    fields and the flat names of the settings it keeps nested."""
+    return ({f.name for f in fields(config_class)} - NESTED) | NESTED_KEYS
 
 
 def pop_parallelism(params: dict[str, Any]) -> ParallelismSettings:

@@ -14,7 +14,7 @@ from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE as NOTE_TAG
 
 from mlflow_dlaas.decide.open_answers import Answers, OpenAnswer, answers_on, question_of
-from mlflow_dlaas.decide.rounds import Template, run_round
+from mlflow_dlaas.decide.rounds import Template, named, run_round
 from mlflow_dlaas.environment import this_host
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.measured_process.lifeline import stop_on_signals
@@ -92,6 +92,7 @@ def decide(*, experiment: str, budget: Budget, seed: int = 0, dry_run: bool = Fa
         if dry_run or not found.open:
             return Outcome(None, 0, tuple(a.sentence for a in found.open), len(found.open))
         asked = {a.question for a in found.open}
+        _templates(client, found.open)  # a run that cannot be launched again: said before any
         session = _session_run(client, table.runs, experiment, budget, seed, found.open)
         rounds, started = 0, time.monotonic()
         try:
@@ -100,7 +101,7 @@ def decide(*, experiment: str, budget: Budget, seed: int = 0, dry_run: bool = Fa
                 rounds += 1
                 templates = _templates(client, found.open)
                 say(f"round {rounds} of at most {budget.rounds}: "
-                    + ", ".join(t.name for t in templates))
+                    + "; ".join(named(templates)))
                 outcomes = run_round(templates, session=session, round_number=rounds,
                                      max_rounds=budget.rounds, seed=seed)
                 for outcome in outcomes:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from mlflow import MlflowClient
 
-from mlflow_dlaas.launch import read_project
+from mlflow_dlaas.config import TrainConfig, accepted_params
+from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.runs.schema import (
     DECIDE_MAX_ROUNDS_TAG,
@@ -22,6 +23,8 @@ from mlflow_dlaas.runs.schema import (
 )
 from mlflow_dlaas.tuning.trial_runner import ChildOutcome, run_child
 
+#: each entry point's config: the params it takes
+CONFIGS: dict[str, type] = {"train": TrainConfig, "infer": InferConfig}
 #: MLflow's tag for the environment manager a project run used (absent: local)
 PROJECT_ENV_TAG = "mlflow.project.env"
 #: a round's run may take this many times its template's duration, plus the slack, at most
@@ -37,7 +40,7 @@ class Template:
     """A configuration to run again: its project, entry point, params and environment."""
 
     run_id: str
-    name: str  # "pytorch with intra_op_threads=2"-like, for the console
+    name: str  # "pytorch train", for the console
     project: str
     entry_point: str
     params: dict[str, str]
@@ -54,14 +57,23 @@ class Template:
         system = tags.get(FRAMEWORK_TAG) or tags.get(RUNTIME_TAG) or ""
         entry = tags.get(ENTRY_TAG, "")
         project = str(project_dir(system))
-        declared = read_project(project, entry).parameters
-        params = {k: v for k, v in run.data.params.items() if k in declared}
+        accepted = accepted_params(CONFIGS[entry]) - {"framework", "runtime"}
+        params = {k: v for k, v in run.data.params.items() if k in accepted and v != ""}
         seconds = ((run.info.end_time or run.info.start_time) - run.info.start_time) / 1000
-        varying = ", ".join(f"{k}={v}" for k, v in sorted(params.items())
-                            if k != "seed" and declared.get(k) != v)
-        return cls(run_id, f"{system} {entry}" + (f" ({varying})" if varying else ""), project,
+        return cls(run_id, f"{system} {entry}", project,
                    entry, params, tags.get(PROJECT_ENV_TAG, "local"), run.info.experiment_id,
                    tags.get(STUDY_TAG, ""), seconds)
+
+
+def named(templates: list[Template]) -> list[str]:
+    """Each template by its system, entry point and the params that tell it from the others:
+    ``pytorch train (intra_op_threads=2)``."""
+    names = []
+    for template in templates:
+        differing = [f"{k}={v}" for k, v in sorted(template.params.items()) if k != "seed"
+                     and any(t.params.get(k) != v for t in templates)]
+        names.append(template.name + (f" ({', '.join(differing)})" if differing else ""))
+    return names
 
 
 def order_of(templates: list[Template], seed: int, round_number: int) -> list[Template]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from mlflow_dlaas.config import (
     NESTED,
-    NESTED_KEYS,
+    accepted_params,
     as_bool,
     as_int,
     nested_params,
@@ -133,11 +133,10 @@ class InferConfig:
         given = {k: v for k, v in params.items() if v is not None and v != ""}
         settings = pop_parallelism(given)
         validity = ValidityThresholds.pop_from(given)
-        known = {f.name for f in fields(cls)} - NESTED
-        unknown = sorted(set(given) - known)
+        unknown = sorted(set(given) - ({f.name for f in fields(cls)} - NESTED))
         if unknown:
             raise ConfigError(f"unknown inference parameter(s): {', '.join(unknown)}; valid: "
-                              f"{', '.join(sorted(known | NESTED_KEYS))}")
+                              f"{', '.join(sorted(accepted_params(cls)))}")
         typed: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in given:

@@ -18,12 +18,13 @@ are configurations of one workload, and which runs match two settings' runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from mlflow_dlaas.report.effect import ALPHA, Effect, estimate
+from mlflow_dlaas.report.effect import ALPHA, Effect, Verdict, estimate
 from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.sequential import SequentialRule
 
@@ -243,10 +244,15 @@ def effect_between(a: pd.DataFrame, b: pd.DataFrame, metric: str, *,
     decided = decide_rounds(a, b, metric)
     if decided is not None:
         rounds, rule = decided
-        return estimate(rounds, lower_is_better=lower_is_better, alpha=rule.level,
-                        design=f"paired over {len(rounds)} rounds of `decide` (a look after "
-                               f"each, level {rule.level:.2g} a look)",
-                        more="measure more rounds (mlflow-dlaas decide)")
+        found = estimate(rounds, lower_is_better=lower_is_better, alpha=rule.level,
+                         design=f"paired over {len(rounds)} rounds of `decide` (a look after "
+                                f"each, level {rule.level:.2g} a look)")
+        first = rule.looks[0] if rule.looks else rule.max_rounds
+        if len(rounds) < first or found.verdict is Verdict.TOO_FEW:
+            return replace(found, verdict=Verdict.TOO_FEW, low=math.nan, high=math.nan,
+                           shortfall=f"{len(rounds)} rounds of `decide`; its rule's first "
+                                     f"look is at round {first}")
+        return found
     rounds = interleaved_rounds(a, b, metric)
     if rounds is not None and len(rounds) >= PAIRED_ROUNDS:
         return estimate(rounds, lower_is_better=lower_is_better,
