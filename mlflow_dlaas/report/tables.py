@@ -168,10 +168,14 @@ def _why(metric: str, rows: pd.DataFrame) -> str:
 
 
 def setting_cell(row: pd.Series, column: str, width: int | None = 32) -> str:
-    """A setting's cell; an unset thread count with the count its run read back
+    """A setting's cell: a served training run's model by its architecture and the run
+    (``lenet5 (trained in run-1a2b3c4d)``); an unset thread count with the count its run read back
     (``default (1)``: MXNet's default on a 2-core x86 machine is one thread), where that is a
     real count (TensorFlow's 0 means "its own default")."""
     text = setting_text(row[column], width)
+    architecture = setting_text(row.get("params.architecture"))
+    if column == "params.model" and architecture not in ("", "default") and text != architecture:
+        return f"{architecture} (trained in {text})"  # a served training run: run-1a2b3c4d
     in_force = setting_text(row.get(column.replace("params.", "params.in_force_", 1)))
     if text == "default" and in_force.isdigit() and in_force != "0":
         return f"default ({in_force})"

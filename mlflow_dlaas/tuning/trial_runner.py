@@ -138,7 +138,7 @@ def run_child(
         if watch is not None:
             watch.stop()
         stop_project_run(submitted)
-        _end(client, run_id, "KILLED", f"the study worker stopped: {type(e).__name__}: {e}")
+        _end(client, run_id, "KILLED", f"its launcher stopped: {type(e).__name__}: {e}")
         raise
     if watch is not None:
         _judged(client, submitted, watch, time.perf_counter() - started)
