@@ -13,6 +13,7 @@ from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.runs.schema import (
     DECIDE_MAX_ROUNDS_TAG,
+    DECIDE_ORDER_TAG,
     DECIDE_ROUND_TAG,
     DECIDE_SESSION_TAG,
     ENTRY_TAG,
@@ -29,8 +30,6 @@ CONFIGS: dict[str, type] = {"train": TrainConfig, "infer": InferConfig}
 PROJECT_ENV_TAG = "mlflow.project.env"
 #: a round's run may take this many times its template's duration, plus the slack, at most
 TIMEOUT_FACTOR, TIMEOUT_SLACK_S = 4.0, 180.0
-#: what a round's order is drawn with: the session's seed and the round
-ORDER_TAG = "dlaas.decide_order"
 #: the seed each round's runs share (paired: both sides of a round see the same one)
 ROUND_SEED_BASE = 10_000
 
@@ -94,7 +93,7 @@ def run_round(templates: list[Template], *, session: str, round_number: int, max
             params["seed"] = str(ROUND_SEED_BASE + round_number)
         tags = {DECIDE_SESSION_TAG: session, DECIDE_ROUND_TAG: str(round_number),
                 DECIDE_MAX_ROUNDS_TAG: str(max_rounds),
-                ORDER_TAG: f"{place} of {len(ordered)} (seed {seed}, round {round_number})",
+                DECIDE_ORDER_TAG: f"{place} of {len(ordered)} (seed {seed}, round {round_number})",
                 TRIAL_NAME_TAG: f"decide-r{round_number}-{place}"}
         if template.study:
             tags[STUDY_TAG] = template.study

@@ -308,6 +308,8 @@ PRUNED_TAG = "dlaas.pruned"
 DECIDE_SESSION_TAG = "dlaas.decide_session"
 DECIDE_ROUND_TAG = "dlaas.decide_round"
 DECIDE_MAX_ROUNDS_TAG = "dlaas.decide_max_rounds"
+#: its place in its round's order, and what drew the order (``2 of 3 (seed 0, round 4)``)
+DECIDE_ORDER_TAG = "dlaas.decide_order"
 BEST_TRIAL_TAG = "dlaas.best_trial"
 BEST_RUN_IDS_TAG = "dlaas.best_run_ids"
 CLOSEST_TRIAL_TAG = "dlaas.closest_trial"
