@@ -6,6 +6,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from mlflow import MlflowClient
 
+from mlflow_dlaas.report.comparable import Workload, by_workload
 from mlflow_dlaas.report.plots import Plot, colours, draw, missing, pareto_front
 from mlflow_dlaas.runs.schema import (
     CUMULATIVE_TRAIN_TIME,
@@ -15,6 +16,8 @@ from mlflow_dlaas.runs.schema import (
 )
 
 CURVES_PER_SYSTEM = 3
+#: one marker per workload in a plot of several
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
@@ -54,7 +57,8 @@ def time_to_accuracy_curves(client: MlflowClient, train: pd.DataFrame) -> Plot:
 
 
 def accuracy_vs_time(train: pd.DataFrame) -> Plot:
-    """Every finished training run; the Pareto front (faster and more accurate) drawn."""
+    """Every finished training run, a marker per workload (runs of another epoch count are
+    another task); each workload's Pareto front (faster and more accurate) drawn."""
     name, title = "accuracy_vs_train_time", "Accuracy vs train time"
     needed = [f"metrics.{TEST_ACCURACY}", f"metrics.{TRAIN_TIME}"]
     if train.empty or any(c not in train for c in needed):
@@ -64,22 +68,28 @@ def accuracy_vs_time(train: pd.DataFrame) -> Plot:
     if data.empty:
         return missing(name, title, "no finished training run logged both "
                        f"{TEST_ACCURACY} and {TRAIN_TIME}")
-    points = list(zip(data[needed[1]], data[needed[0]], strict=True))
-    front = pareto_front(points)
+    workloads = by_workload(data) or [Workload("", data)]
+    fronts = [pareto_front(list(zip(w.rows[needed[1]], w.rows[needed[0]], strict=True)))
+              for w in workloads]
     palette = colours(data["system"])
 
     def paint(figure: Figure) -> None:
         ax = figure.add_subplot()
-        for system, group in data.groupby("system"):
-            ax.scatter(group[needed[1]], group[needed[0]], color=palette[system], label=system,
-                       alpha=0.75)
-        xs, ys = zip(*front, strict=True)
-        ax.plot(xs, ys, color="black", linestyle="--", marker="*", markersize=12,
-                markerfacecolor="none", label="Pareto front")
+        for marker, workload, front in zip(MARKERS, workloads, fronts, strict=False):
+            where = f" · {workload.label}" if len(workloads) > 1 else ""
+            for system, group in workload.rows.groupby("system"):
+                ax.scatter(group[needed[1]], group[needed[0]], color=palette[system],
+                           marker=marker, label=f"{system}{where}", alpha=0.75)
+            xs, ys = zip(*front, strict=True)
+            ax.plot(xs, ys, color="black", linestyle="--", linewidth=0.8,
+                    label=f"Pareto front{where}")
         ax.set_xlabel("train time (s)")
         ax.set_ylabel("final test accuracy")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize="small")
 
-    return draw(name, title, f"{len(data)} runs; {len(front)} on the Pareto front.", paint)
-
+    on_front = sum(len(f) for f in fronts)
+    apart = (f"; a front per workload ({len(workloads)}: runs of different tasks are never "
+             "on one front)" if len(workloads) > 1 else "")
+    return draw(name, title, f"{len(data)} runs; {on_front} on the Pareto front{apart}.",
+                paint)
