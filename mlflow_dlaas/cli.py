@@ -223,6 +223,13 @@ def study_command(spec_path: str, storage: str | None, dry_run: bool,
     summary = run_study(plan.spec, storage_url=storage or None)
     for row in summary.best:
         click.echo("best: " + ", ".join(f"{k}={v}" for k, v in row.items() if v != ""))
+    if plan.spec.decide is not None and trials is None:
+        from mlflow_dlaas.decide.command import decide
+
+        outcome = decide(experiment=plan.spec.experiment or plan.spec.name,
+                         budget=plan.spec.decide, seed=plan.spec.decide_seed)
+        for line in outcome.lines:
+            click.echo(f"decided: {line}")
 
 
 def _scope_options(func: F) -> F:
@@ -350,7 +357,8 @@ def decide_command(experiment: str, budget: str | None, seed: int, include_distu
     Exit code 0 when every answer that was open is decided, 1 when some remain open (each
     says how many more rounds would settle it).
     """
-    from mlflow_dlaas.decide.command import Budget, decide
+    from mlflow_dlaas.decide.command import decide
+    from mlflow_dlaas.sequential import Budget
 
     outcome = decide(experiment=experiment, budget=Budget.parse(budget), seed=seed,
                      dry_run=dry_run, include_disturbed=include_disturbed)

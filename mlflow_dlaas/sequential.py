@@ -43,6 +43,7 @@ from statistics import NormalDist
 import numpy as np
 
 from mlflow_dlaas.decidable import ALPHA, MIN_EFFECT
+from mlflow_dlaas.errors import ConfigError
 
 #: the default budget: rounds of both configurations, the first ones included
 DEFAULT_MAX_ROUNDS = 12
@@ -199,3 +200,37 @@ def _p_below(rows: np.ndarray, flips: np.ndarray) -> np.ndarray:
 def _p_above(rows: np.ndarray, flips: np.ndarray) -> np.ndarray:
     """One-sided p that the mean of ``rows`` is above 0."""
     return np.mean(_null(rows, flips) >= rows.mean(axis=1, keepdims=True) - 1e-12, axis=1)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much ``decide`` may measure: rounds (the sequential rule's budget) and minutes."""
+
+    rounds: int
+    minutes: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> Budget:
+        """``12`` (rounds) or ``10m`` (minutes, within the default budget of rounds); None:
+        the default budget of rounds."""
+        if text is None:
+            return cls(SequentialRule().max_rounds)
+        text = text.strip().lower()
+        number = _number(text.removesuffix("m"))
+        if number is None or number <= 0:
+            raise ConfigError(f"--budget {text!r}: give rounds (e.g. 12) or minutes (e.g. 10m)")
+        if text.endswith("m"):
+            return cls(SequentialRule().max_rounds, number)
+        rounds = int(number)
+        fewest = next(n for n in range(1, 64) if SequentialRule(n).looks)
+        if rounds != number or rounds < fewest:
+            raise ConfigError(f"--budget {text}: {SequentialRule(rounds).describe()}; give "
+                              f"a whole number of rounds, at least {fewest}, or minutes (10m)")
+        return cls(rounds)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -24,42 +24,7 @@ from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import ENTRY_TAG, ROLE_TAG
 from mlflow_dlaas.runs.tracking import configure_tracking
-from mlflow_dlaas.sequential import SequentialRule
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How much ``decide`` may measure: rounds (the sequential rule's budget) and minutes."""
-
-    rounds: int
-    minutes: float | None = None
-
-    @classmethod
-    def parse(cls, text: str | None) -> Budget:
-        """``12`` (rounds) or ``10m`` (minutes, within the default budget of rounds); None:
-        the default budget of rounds."""
-        if text is None:
-            return cls(SequentialRule().max_rounds)
-        text = text.strip().lower()
-        number = _number(text.removesuffix("m"))
-        if number is None or number <= 0:
-            raise ConfigError(f"--budget {text!r}: give rounds (e.g. 12) or minutes (e.g. 10m)")
-        if text.endswith("m"):
-            return cls(SequentialRule().max_rounds, number)
-        rounds = int(number)
-        fewest = next(n for n in range(1, 64) if SequentialRule(n).looks)
-        if rounds != number or rounds < fewest:
-            raise ConfigError(f"--budget {text}: {SequentialRule(rounds).describe()}; give "
-                              f"a whole number of rounds, at least {fewest}, or minutes (10m)")
-        return cls(rounds)
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
+from mlflow_dlaas.sequential import Budget, SequentialRule
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,11 @@ class StudyPlan:
         if spec.constraints:
             lines.append("constraints: " + ", ".join(f"{c.metric} {c.op} {c.value:g}"
                                                      for c in spec.constraints))
+        if spec.decide is not None:
+            minutes = "" if spec.decide.minutes is None else \
+                f", at most {spec.decide.minutes:g} min"
+            lines.append(f"decide: after the study, up to {spec.decide.rounds} rounds{minutes} "
+                         "of the configurations behind its open answers (mlflow-dlaas decide)")
         lines += [f"library: {text}" for text in self.libraries]
         lines += [f"package: {text}" for text in self.packages]
         lines += list(self.skipped)

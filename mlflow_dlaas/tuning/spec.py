@@ -21,6 +21,7 @@ from mlflow_dlaas.optuna_access.pruners import PRUNERS
 from mlflow_dlaas.own_project.settings import OUTSIDE_SETTINGS, split_settings
 from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
 from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY
+from mlflow_dlaas.sequential import Budget
 
 ENTRY_POINTS = ("train", "infer")
 SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
@@ -48,7 +49,7 @@ MAX_GRID_POINTS = 10_000
 MAX_COUNTS = {"n_trials": 100_000, "replicates": 1_000}
 TOP_KEYS = {"name", "entry_point", "frameworks", "project", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
-            "replicates", "replicate_seeds", "env_manager", "seed", "experiment"}
+            "replicates", "replicate_seeds", "env_manager", "seed", "experiment", "decide"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,10 @@ class StudySpec:
     project: str | None = None
     #: the parameters the project's entry point declares
     project_parameters: tuple[str, ...] = ()
+    #: ``decide:`` after the study, measure more of its open answers: the budget (None:
+    #: not at all) and the seed that draws each round's order
+    decide: Budget | None = None
+    decide_seed: int = 0
 
     @property
     def directions(self) -> list[str]:
@@ -319,7 +324,26 @@ def _common(raw: Mapping[str, Any], default_name: str, space: tuple[Dimension, .
         env_manager=_choice(raw, "env_manager", ENV_MANAGERS, "local"),
         seed=_sampler_seed(raw.get("seed")),
         experiment=experiment,
+        **_decide(raw.get("decide")),
     )
+
+
+def _decide(value: Any) -> dict[str, Any]:
+    """``decide: {budget: 12 | 10m, seed: 0}``: the budget and seed of the rounds measured
+    after the study, where its answers are open."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not set(value) <= {"budget", "seed"}:
+        raise ConfigError("study spec: decide: give {budget: 12} (rounds) or {budget: 10m} "
+                          "(minutes), and optionally seed: 0")
+    seed = value.get("seed", 0)
+    if not _is_whole(seed) or seed < 0:
+        raise ConfigError(f"study spec: decide.seed: must be a whole number >= 0, got {seed!r}")
+    try:
+        budget = Budget.parse(None if value.get("budget") is None else str(value["budget"]))
+    except ConfigError as e:
+        raise ConfigError(f"study spec: decide.budget: {e}") from None
+    return {"decide": budget, "decide_seed": int(seed)}
 
 
 def replicate_seed(trial_params: Mapping[str, Any], replicate: int, replicate_seeds: str) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlflow_dlaas.decide.command import Budget
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.sequential import Budget
 
 
 def test_a_budget_is_rounds_or_minutes() -> None:
@@ -24,3 +24,33 @@ def test_a_budget_is_rounds_or_minutes() -> None:
 def test_a_budget_that_cannot_decide_or_be_read_is_refused(text: str, said: str) -> None:
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
         Budget.parse(text)
+
+
+SPEC = """
+name: t
+frameworks: [pytorch]
+fixed: {{epochs: 1}}
+search_space: {{intra_op_threads: [1, 2]}}
+objectives: [{{metric: train_time, direction: minimize}}]
+sampler: grid
+replicates: 4
+decide: {decide}
+"""
+
+
+def test_a_study_spec_may_ask_for_decide_after_the_study(tmp_path) -> None:  # noqa: ANN001
+    from mlflow_dlaas.tuning.plan import plan_study
+    from mlflow_dlaas.tuning.spec import load_spec
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.format(decide="{budget: 10m, seed: 3}"))
+    spec = load_spec(str(path))
+    assert spec.decide == Budget(12, 10.0) and spec.decide_seed == 3
+    assert "decide: after the study, up to 12 rounds, at most 10 min of the configurations " \
+        "behind its open answers" in "\n".join(plan_study(spec).lines())
+    for bad, said in (("{budget: 3}", "decide.budget: --budget 3: 3 rounds can never decide"),
+                      ("{rounds: 8}", "decide: give {budget: 12}"),
+                      ("{budget: 8, seed: -1}", "decide.seed: must be a whole number")):
+        path.write_text(SPEC.format(decide=bad))
+        with pytest.raises(ConfigError, match=said.replace("{", r"\{")):
+            load_spec(str(path))
