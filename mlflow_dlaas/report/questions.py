@@ -29,12 +29,15 @@ class Question:
     goal: Goal
     bounds: tuple[Bound, ...] = ()
     study: str = ""  # ask it of this study's runs only; '' for every run in the report
+    #: studies whose runs it is not asked of (they asked it themselves)
+    apart: tuple[str, ...] = ()
 
     def rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The runs this question is asked of."""
-        if not self.study:
-            return rows
-        return rows[rows["study"] == self.study] if "study" in rows else rows.iloc[0:0]
+        studies = rows["study"] if "study" in rows else pd.Series("", index=rows.index)
+        if self.study:
+            return rows[studies == self.study]
+        return rows[~studies.isin(self.apart)] if self.apart else rows
 
     def label(self, workload: str) -> str:
         """Where its answers are shown: ``study demo-threads · train · lenet5 ...``."""
@@ -45,18 +48,22 @@ class Question:
 def questions(study_asks: dict[str, list[Ask]], asked: list[Ask], standing: list[Ask]
               ) -> list[Question]:
     """Each study's objectives over its runs, the user's ``asked`` over every run, then the
-    ``standing`` ones whose metric no study and no user asked about (each asked once)."""
+    ``standing`` ones no user asked about, over the runs of the studies that did not ask
+    them either (each run is asked each question once)."""
     found = [Question(goal, bounds, study) for study, asks in sorted(study_asks.items())
              for goal, bounds in asks]
     found += [Question(goal, bounds) for goal, bounds in asked]
-    metrics = {q.goal.metric for q in found}
-    return found + [Question(goal, bounds) for goal, bounds in standing
-                    if goal.metric not in metrics]
+    users = {goal.metric for goal, _ in asked}
+    return found + [
+        Question(goal, bounds, apart=tuple(sorted(
+            study for study, asks in study_asks.items()
+            if any(g.metric == goal.metric for g, _ in asks))))
+        for goal, bounds in standing if goal.metric not in users]
 
 
 def is_accuracy(goal: Goal) -> bool:
     """An accuracy objective (not a time to reach one)."""
-    return goal.accuracy_target is None and "accuracy" in goal.metric
+    return "accuracy" in goal.metric and "time" not in goal.metric
 
 
 def accuracy_checks(goal: Goal, rows: pd.DataFrame) -> tuple[list[Workload], list[str]]:

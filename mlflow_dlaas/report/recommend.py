@@ -42,8 +42,9 @@ from mlflow_dlaas.runs.ui_links import run_url
 from mlflow_dlaas.sequential import SequentialRule
 
 RUNNERS_UP = 3
-#: relative spreads (IQR over median) further apart than this factor are said
-SPREAD_RATIO = 2.0
+#: relative spreads (IQR over median) further apart than this factor are said, where both
+#: sides have at least SPREAD_RUNS runs
+SPREAD_RATIO, SPREAD_RUNS = 2.0, 4
 #: columns of the ranking statistic: its value, its runs, whether they are counted runs
 RANK_VALUE, RANK_RUNS, RANK_COUNTED = "rank|gmean", "rank|n", "rank|counted"
 HISTORY_THREADS = 8
@@ -371,8 +372,8 @@ def _spreads_differ(shortlist: pd.DataFrame, key: str) -> str:
     """``spreads differ: IQR 21 % of the median against 3 %`` where the best's and the next
     best's relative IQRs are more than :data:`SPREAD_RATIO` apart (a ratio of typical values
     then hides that one is far less predictable), else ''."""
-    if len(shortlist) < 2:
-        return ""
+    if len(shortlist) < 2 or (shortlist.iloc[:2][f"{key}|n"] < SPREAD_RUNS).any():
+        return ""  # the IQR of fewer runs says little of a spread
     relative = [(r[f"{key}|q3"] - r[f"{key}|q1"]) / r[f"{key}|median"]
                 for _, r in shortlist.iloc[:2].iterrows()]
     if not all(np.isfinite(relative)) or min(relative) <= 0:

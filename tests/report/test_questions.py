@@ -17,9 +17,15 @@ def test_a_studys_objective_is_asked_once_over_its_runs_and_not_again_as_standin
     standing = [(parse_goal(q), ()) for q in ("accuracy", "train_time", "p99_latency")]
     asked = questions(study, [], standing)
     assert [(q.study, q.goal.text) for q in asked] == [
-        ("threads", "train_time"), ("", "accuracy"), ("", "p99_latency")]
+        ("threads", "train_time"), ("", "accuracy"), ("", "train_time"), ("", "p99_latency")]
     rows = pd.DataFrame({"study": ["threads", "", "threads"], "run_id": ["a", "b", "c"]})
     assert list(asked[0].rows(rows)["run_id"]) == ["a", "c"]
+    # the standing train_time question: of the runs outside the study that asked it only
+    assert list(asked[2].rows(rows)["run_id"]) == ["b"]
+    assert list(asked[1].rows(rows)["run_id"]) == ["a", "b", "c"]
+    users = questions(study, [(parse_goal("train_time"), ())], standing)
+    assert [(q.study, q.goal.text) for q in users] == [
+        ("threads", "train_time"), ("", "train_time"), ("", "accuracy"), ("", "p99_latency")]
     assert asked[0].label("train · lenet5") == "study threads · train · lenet5"
 
 
@@ -29,6 +35,14 @@ def _runs(settings: dict[str, list[str]], accuracy: list[float]) -> pd.DataFrame
                          **{f"params.{k}": v for k, v in settings.items()},
                          "params.seed": [str(i % 2) for i in range(len(accuracy))],
                          ACCURACY: accuracy})
+
+
+def test_time_to_accuracy_is_a_time_not_an_accuracy() -> None:
+    from mlflow_dlaas.report.questions import is_accuracy
+
+    assert is_accuracy(parse_goal("accuracy"))
+    assert not is_accuracy(parse_goal("time_to_accuracy"))
+    assert not is_accuracy(parse_goal("time_to_accuracy@0.9"))
 
 
 def test_accuracy_between_thread_settings_is_a_check_not_a_question() -> None:
