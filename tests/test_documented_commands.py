@@ -56,6 +56,7 @@ RUN_AS_WRITTEN: dict[str, str] = {
     "mlflow-dlaas recommend --study threading-pytorch --objective train_time "
     "--constraint 'accuracy>=90%' --json": "threading",
     "mlflow-dlaas compare --experiment dlaas-demo": "demo",
+    "mlflow-dlaas decide --experiment dlaas-demo --dry-run": "demo",
     "mlflow run . -e compare -P experiment=dlaas-demo --env-manager local": "demo",
     "mlflow-dlaas recommend --experiment dlaas-demo --objective time_to_accuracy@0.9 "
     "--constraint 'peak_memory<=2GiB'": "demo",
