@@ -49,6 +49,8 @@ FACTOR_INFO = ("system", "batch_size")
 ROUND = "replicate"
 #: the columns of a run ``decide`` measured: its session, its round, the session's budget
 SESSION, DECIDE_ROUND, DECIDE_BUDGET = "decide_session", "decide_round", "decide_max_rounds"
+#: how an effect over a decide session's rounds names its design
+DECIDE_DESIGN = "rounds of decide"
 #: complete interleaved rounds the paired test needs: 2 / 2^6 < ALPHA
 PAIRED_ROUNDS = next(k for k in range(1, 64) if 2 / 2 ** k < ALPHA)
 
@@ -245,12 +247,12 @@ def effect_between(a: pd.DataFrame, b: pd.DataFrame, metric: str, *,
     if decided is not None:
         rounds, rule = decided
         found = estimate(rounds, lower_is_better=lower_is_better, alpha=rule.level,
-                         design=f"paired over {len(rounds)} rounds of `decide` (a look after "
+                         design=f"paired over {len(rounds)} {DECIDE_DESIGN} (a look after "
                                 f"each, level {rule.level:.2g} a look)")
         first = rule.looks[0] if rule.looks else rule.max_rounds
         if len(rounds) < first or found.verdict is Verdict.TOO_FEW:
             return replace(found, verdict=Verdict.TOO_FEW, low=math.nan, high=math.nan,
-                           shortfall=f"{len(rounds)} rounds of `decide`; its rule's first "
+                           shortfall=f"{len(rounds)} {DECIDE_DESIGN}; its rule's first "
                                      f"look is at round {first}")
         return found
     rounds = interleaved_rounds(a, b, metric)

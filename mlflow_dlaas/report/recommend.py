@@ -19,7 +19,7 @@ from mlflow_dlaas.report.aggregate import (
     shown_settings,
 )
 from mlflow_dlaas.report.collect import ACCURACY_COLUMN
-from mlflow_dlaas.report.comparable import by_workload, effect_between
+from mlflow_dlaas.report.comparable import DECIDE_DESIGN, by_workload, effect_between
 from mlflow_dlaas.report.effect import Effect, Verdict
 from mlflow_dlaas.report.failures import (
     FailureCount,
@@ -356,7 +356,7 @@ def _settle(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, effect: Effect |
                                        for side in sides)]
     spread = math.sqrt(sum(float(np.var(v, ddof=1)) if len(v) > 1 else math.nan
                            for v in logs))
-    done = effect.runs[0] if "`decide`" in effect.design else 0
+    done = effect.runs[0] if DECIDE_DESIGN in effect.design else 0
     rule = SequentialRule()
     more = rule.rounds_needed(math.log(effect.ratio) if effect.ratio > 0 else 0.0, spread, done)
     seconds = sum(float(np.nanmedian((side["end_time"] - side["start_time"]) / 1000))
@@ -364,7 +364,7 @@ def _settle(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, effect: Effect |
     pace = f" (about {significant(more * seconds / 60)} min at this pace)" if seconds > 0 else ""
     beyond = (f", beyond decide's default budget of {rule.max_rounds} rounds"
               if done + more > rule.max_rounds else "")
-    return (f"about {more} more rounds of `mlflow-dlaas decide`{pace} would settle it"
+    return (f"about {more} more rounds of mlflow-dlaas decide{pace} would settle it"
             f"{beyond}")
 
 

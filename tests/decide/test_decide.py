@@ -68,8 +68,8 @@ def test_the_next_report_judges_the_answer_on_decides_rounds(decided: tuple) -> 
     done = run_as_user("mlflow-dlaas recommend --experiment open --objective train_time "
                        "--include-disturbed", folder)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "rounds of `decide` (a look after each, level" in done.stdout or \
-        "rounds of `decide`; its rule's first look is at round 8" in done.stdout
+    assert "rounds of decide (a look after each, level" in done.stdout or \
+        "rounds of decide; its rule's first look is at round 8" in done.stdout
 
 
 def test_a_budget_that_can_never_decide_is_refused(decided: tuple) -> None:

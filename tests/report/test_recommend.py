@@ -83,7 +83,7 @@ def test_disturbed_and_unverified_runs_do_not_count_unless_included() -> None:
     assert answer.best["system"] == "pytorch" and answer.verdict == "open"
     assert answer.sentence().endswith(
         "too few runs to tell it from the next best (tensorflow) (2 vs 4; 4 a side needed); "
-        "about 8 more rounds of `mlflow-dlaas decide` would settle it")
+        "about 8 more rounds of mlflow-dlaas decide would settle it")
     counted = recommend(runs, parse_goal("train_time"), include_disturbed=True)
     assert counted.verdict == "winner"
     assert counted.test_text().endswith("4 vs 4 runs of any validity")
