@@ -361,7 +361,9 @@ def _settle(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, effect: Effect |
     more = rule.rounds_needed(math.log(effect.ratio) if effect.ratio > 0 else 0.0, spread, done)
     seconds = sum(float(np.nanmedian((side["end_time"] - side["start_time"]) / 1000))
                   for side in sides if "end_time" in side and len(side))
-    pace = f" (about {significant(more * seconds / 60)} min at this pace)" if seconds > 0 else ""
+    total = more * seconds
+    pace = "" if total <= 0 else (f" (about {significant(total)} s at this pace)" if total < 90
+                                  else f" (about {significant(total / 60)} min at this pace)")
     beyond = (f", beyond decide's default budget of {rule.max_rounds} rounds"
               if done + more > rule.max_rounds else "")
     return (f"about {more} more rounds of mlflow-dlaas decide{pace} would settle it"
