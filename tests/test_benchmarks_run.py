@@ -31,6 +31,7 @@ SMOKE = {
     "server_capacity.py": ["--suts", "sleep", "--rounds", "1", "--min-queries", "100",
                            "--budget", "10"],
     "trial_overhead.py": ["--trials", "1", "--env-managers", "local"],
+    "sequential_rule.py": ["--studies", "50"],
 }
 #: modules the scripts share, not run on their own
 LIBRARIES = {"pairs.py"}
