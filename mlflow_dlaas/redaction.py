@@ -5,8 +5,10 @@ as given, are switched off where it carries a password: ``runs.store_uri.quiet_r
 It hides URL credentials (``https://user:PW@host`` keeps the user), query strings of URIs,
 the values of ``KEY=VALUE`` / ``key: value`` pairs whose name looks like a secret
 (``password=``, ``api_key:``), the value after a credential flag in a command line
-(``--password PW``, ``--token=T``, ``--passwd PW``, ``--secret S``, ``--api-key K``) and the
-fields named like secrets in a JSON value.
+(``--password PW``, ``--token=T``, ``--passwd PW``, ``--secret S``, ``--api-key K``), an HTTP
+``Authorization:`` header's credentials (``-H "Authorization: Bearer T"``), the password of a
+``user:PW`` pair after curl's ``-u`` / ``--user``, MySQL's and sshpass's ``-pPW``, OpenSSL's
+``pass:PW`` and the fields named like secrets in a JSON value.
 """
 
 from __future__ import annotations
@@ -34,6 +36,35 @@ _SECRET_FLAG = re.compile(rf"^--?[\w-]*{_SECRET_WORD}$", re.I)
 #: The same flag inside free text, followed by its value (``... --token PW ...``).
 _SECRET_FLAG_IN_TEXT = re.compile(
     rf"(?<![\w-])(--?[\w-]*{_SECRET_WORD})(\s+)(?!-)([^\s'\"]+)", re.I)
+#: An HTTP header that carries credentials: everything after its colon is the secret
+#: (``Authorization: Bearer T``, ``Proxy-Authorization: Basic B64``).
+_AUTH_HEADER = re.compile(r"(\b(?:proxy-)?authorization\s*:\s*)([^'\"\r\n]+)", re.I)
+#: A bearer or basic credential anywhere (``Bearer T``).
+_AUTH_SCHEME = re.compile(r"(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I)
+#: OpenSSL's literal password source (``-passin pass:PW``, ``-passout pass:PW``).
+_OPENSSL_PASS = re.compile(r"(?<![\w-])(pass:)(\S+)")
+#: The flags whose value is ``user:password`` (curl's ``-u``, ``--user``, ``--proxy-user``).
+_USER_FLAGS = ("-u", "--user", "-U", "--proxy-user")
+_USER_FLAG_PAIR = re.compile(
+    r"(?<![\w-])(-[uU]|--user|--proxy-user)(\s+|=)([^\s:'\"]+):([^\s'\"]+)")
+_ATTACHED_USER = re.compile(r"^(-[uU])([^\s:]+):(.+)$")
+#: Programs whose ``-pPW`` (attached) is a password: MySQL's and MariaDB's clients, sshpass.
+_ATTACHED_P_PROGRAMS = re.compile(r"(?<![\w.-])(mysql\w*|mariadb\w*|sshpass)\b")
+_ATTACHED_P = re.compile(r"(?<![\w-])-p(?=[^\s'\"])[^\s'\"]+")
+
+
+#: A parameter name that holds a credential: its last word is one (``api_token``,
+#: ``db_password``, ``access_key``; not ``sort_key`` or ``max_tokens``).
+_SECRET_PARAM = re.compile(
+    r"(?:^|[_.-])(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIALS?|AUTH|COOKIE"
+    r"|(?:API|ACCESS|SECRET|PRIVATE)[_-]?KEY|APIKEY)$", re.I)
+
+
+def holds_secret(name: str, value: object) -> bool:
+    """Whether a parameter ``name=value`` carries a credential: its name says so, or its
+    value holds a secret form :func:`redact_text` would hide."""
+    text = str(value)
+    return bool(_SECRET_PARAM.search(name)) or redact_text(text) != text
 
 
 def redact_uri(uri: str) -> str:
@@ -54,6 +85,12 @@ def redact_text(text: str) -> str:
     """``text`` as it may leave the process: every URI redacted by :func:`redact_uri`, every
     secret-named pair and every credential flag's value masked."""
     text = _URI.sub(lambda found: redact_uri(found.group(0)), text)
+    text = _AUTH_HEADER.sub(rf"\1{REDACTED}", text)
+    text = _AUTH_SCHEME.sub(rf"\1{REDACTED}", text)
+    text = _OPENSSL_PASS.sub(rf"\1{REDACTED}", text)
+    text = _USER_FLAG_PAIR.sub(rf"\1\2\3:{REDACTED}", text)
+    if _ATTACHED_P_PROGRAMS.search(text):
+        text = _ATTACHED_P.sub(f"-p{REDACTED}", text)
     text = _SECRET_FLAG_IN_TEXT.sub(rf"\1\2{REDACTED}", text)
     return _SECRET_PAIR.sub(rf"\1{REDACTED}", text)
 
@@ -75,12 +112,19 @@ def redact_command(argv: Sequence[str]) -> list[str]:
     """``argv`` as it may be recorded: URIs without credentials, ``password=...`` pairs and
     the value after a credential flag (``--password PW``, ``--token=T``) masked."""
     shown: list[str] = []
+    attached_p = bool(argv) and bool(_ATTACHED_P_PROGRAMS.search(argv[0].rsplit("/", 1)[-1]))
     for arg in argv:
         flag, eq, _ = arg.partition("=")
         if shown and _SECRET_FLAG.match(shown[-1]) and not shown[-1].count("="):
             shown.append(REDACTED)
         elif eq and _SECRET_FLAG.match(flag):
             shown.append(f"{flag}={REDACTED}")
+        elif shown and shown[-1] in _USER_FLAGS and ":" in arg:
+            shown.append(f"{arg.split(':', 1)[0]}:{REDACTED}")
+        elif _ATTACHED_USER.match(arg):
+            shown.append(_ATTACHED_USER.sub(rf"\1\2:{REDACTED}", arg))
+        elif attached_p and _ATTACHED_P.fullmatch(arg) and arg != "-p":
+            shown.append(f"-p{REDACTED}")
         else:
             shown.append(redact_value(arg))
     return shown

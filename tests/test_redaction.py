@@ -20,6 +20,10 @@ PW = "pw-7f3a9"
     f"API_KEY: {PW}", f"ran: train.py --lr 0.1 --token {PW} --epochs 2",
     f"host=h password={PW} dbname=x", f"https://host/x?token={PW}",
     f"error at postgresql://bob:{PW}@db/optuna: refused",
+    f'curl -H "Authorization: Bearer {PW}" https://h/x', f"Authorization: Basic {PW}",
+    f"curl -u alice:{PW} https://h", f"curl --user=alice:{PW} https://h",
+    f"mysql -h db -uroot -p{PW} optuna", f"openssl rsa -passin pass:{PW} -in k.pem",
+    f"sshpass -p{PW} ssh host",
 ])
 def test_every_secret_form_is_hidden_in_free_text(text: str) -> None:
     shown = redact_text(text)
@@ -42,6 +46,28 @@ def test_a_command_line_loses_every_credential_but_keeps_its_shape() -> None:
     assert shown == ["cmd", "https://user:***@host", "--passwd=***", "--token", "***",
                      "password=***", "--epochs", "2"]
     assert redact_value(f'{{"token": "{PW}", "n": 1}}') == '{"token": "***", "n": 1}'
+
+
+@pytest.mark.parametrize(("argv", "shown"), [
+    (["curl", "-H", f"Authorization: Bearer {PW}", "https://h"],
+     ["curl", "-H", "Authorization: ***", "https://h"]),
+    (["curl", "-u", f"alice:{PW}", "https://h"], ["curl", "-u", "alice:***", "https://h"]),
+    (["curl", f"-ualice:{PW}"], ["curl", "-ualice:***"]),
+    (["/usr/bin/mysql", "-uroot", f"-p{PW}", "db"], ["/usr/bin/mysql", "-uroot", "-p***", "db"]),
+    (["openssl", "rsa", "-passin", f"pass:{PW}"], ["openssl", "rsa", "-passin", "pass:***"]),
+])
+def test_the_common_tools_credential_forms_are_hidden(argv: list[str], shown: list[str]
+                                                      ) -> None:
+    """curl's header and user, MySQL's attached password, OpenSSL's pass: source."""
+    assert redact_command(argv) == shown
+
+
+@pytest.mark.parametrize("argv", [
+    ["python", "-u", "train.py"], ["mkdir", "-p", "out"], ["ssh", "-p22", "host"],
+    ["tar", "-pxf", "a.tar"], ["python", "-c", "print('bypass:1')"],
+])
+def test_flags_that_only_look_like_credentials_are_kept(argv: list[str]) -> None:
+    assert redact_command(argv) == argv
 
 
 def test_mlflows_run_links_are_off_in_any_process_that_imports_mlflow_with_a_password() -> None:

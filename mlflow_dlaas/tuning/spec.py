@@ -19,6 +19,7 @@ from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.launch import ProjectEntry, projects_dir, read_project
 from mlflow_dlaas.optuna_access.pruners import PRUNERS
 from mlflow_dlaas.own_project.settings import OUTSIDE_SETTINGS, split_settings
+from mlflow_dlaas.redaction import holds_secret
 from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
 from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY
 from mlflow_dlaas.sequential import Budget
@@ -592,7 +593,19 @@ def _fixed(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(fixed, Mapping) or not all(isinstance(k, str) for k in fixed):
         raise ConfigError("study spec: fixed: give a mapping of parameter name to value, e.g. "
                           "{epochs: 2}")
+    for name, value in fixed.items():
+        _refuse_secret(f"fixed.{name}", name, value)
     return fixed
+
+
+def _refuse_secret(where: str, name: str, value: Any) -> None:
+    """A credential in a spec would be logged (MLflow logs every parameter of a run, and the
+    study's storage and report keep them): refused, with where to put it instead."""
+    if holds_secret(name, value):
+        raise ConfigError(f"study spec: {where}: looks like a credential, and every parameter "
+                          "is stored in plain text (run params, the study's storage, the "
+                          "report); pass it to your code through an environment variable "
+                          "instead, and keep it out of the spec")
 
 
 def _space(raw: Mapping[str, Any]) -> tuple[Dimension, ...]:
@@ -601,4 +614,8 @@ def _space(raw: Mapping[str, Any]) -> tuple[Dimension, ...]:
     if not isinstance(space, Mapping) or not all(isinstance(k, str) for k in space):
         raise ConfigError("study spec: search_space: give a mapping of parameter name to "
                           "choices or a range, e.g. {batch_size: [32, 64]}")
-    return tuple(_dimension(name, d) for name, d in space.items())
+    dimensions = tuple(_dimension(name, d) for name, d in space.items())
+    for d in dimensions:
+        for value in _samples(d):
+            _refuse_secret(f"search_space.{d.name}", d.name, value)
+    return dimensions

@@ -165,6 +165,41 @@ def test_a_state_dict_is_not_a_model(tmp_path: Path) -> None:
                 input_shape="2")
 
 
+class _Payload:
+    """What a hostile pickle carries: code run while it is unpickled."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("runtime", ["pytorch", "onnxruntime"])
+def test_a_pickled_module_runs_no_code_unless_the_user_trusts_it(
+        tmp_path: Path, runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``torch.save``'d file is refused before its pickle runs anything; with
+    DLAAS_TRUST_PICKLED_MODELS=1 a real module loads."""
+    skip_unless_installed("torch")
+    import torch
+
+    from mlflow_dlaas.backends.pytorch.formats import TRUST_PICKLES_ENV
+
+    hostile, marker = tmp_path / "hostile.pth", tmp_path / "ran"
+    torch.save({"weight": _Payload(marker)}, str(hostile))
+    monkeypatch.delenv(TRUST_PICKLES_ENV, raising=False)
+    with pytest.raises(ConfigError, match="hostile.pth is a pickled PyTorch module: loading it "
+                                          "runs whatever code .* DLAAS_TRUST_PICKLED_MODELS=1"):
+        open_user_model(hostile, runtime=runtime, directory=tmp_path / "out", input_shape="2")
+    assert not marker.exists(), "the pickle's code ran"
+    trusted = tmp_path / "linear.pth"
+    torch.save(torch.nn.Linear(2, 2), str(trusted))
+    monkeypatch.setenv(TRUST_PICKLES_ENV, "1")
+    manifest = open_user_model(trusted, runtime=runtime, directory=tmp_path / "ok",
+                               input_shape="2")
+    assert manifest.user is not None and manifest.user.kind == "torch_pickle"
+
+
 def test_a_keras_file_runs_on_tensorflow_and_on_onnx_where_a_converter_is(tmp_path: Path
                                                                           ) -> None:
     """Without tf2onnx an ONNX runtime says why in one line; with it, it serves the model."""

@@ -100,6 +100,11 @@ def test_several_objectives_default_to_nsga2() -> None:
             name: {"type": "int", "low": 1, "high": 2000, "step": 1}
             for name in ("batch_size", "epochs", "warmup_steps")}},
          r"the grid has 8,000,000,000 points \(2000 x 2000 x 2000\)"),
+        ({"fixed": {"api_token": "t-1f9"}}, "fixed.api_token: looks like a credential.*"
+                                             "environment variable"),
+        ({"fixed": {"note": "token=t-1f9"}}, "fixed.note: looks like a credential"),
+        ({"search_space": {"db_password": ["a", "b"]}},
+         "search_space.db_password: looks like a credential"),
         ({"pruner": "median", "objectives": [{"metric": "a", "direction": "maximize"},
                                               {"metric": "b", "direction": "minimize"}]},
          "prunes single-objective studies only"),

@@ -4,6 +4,7 @@ reading one, its declared inputs, and its export to ONNX for the ONNX runtimes. 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,22 @@ from mlflow_dlaas.backends.model_files import (
 from mlflow_dlaas.backends.served_model import InputSpec
 from mlflow_dlaas.errors import ConfigError
 
+#: Set to 1 to load a pickled module (``torch.save(model)``) you trust: unpickling it runs
+#: whatever code the file names.
+TRUST_PICKLES_ENV = "DLAAS_TRUST_PICKLED_MODELS"
+
 
 def load_torch(torch: Any, kind: str, path: Path) -> Any:
-    """The PyTorch module of a TorchScript, torch.export or pickled-module file."""
+    """The PyTorch module of a TorchScript, torch.export or pickled-module file; a pickled
+    module only where the user said they trust it (:data:`TRUST_PICKLES_ENV`)."""
     try:
         if kind == "torchscript":
             return torch.jit.load(str(path), map_location="cpu").eval()
         if kind == "torch_export":
             return torch.export.load(str(path)).module()
-        module = torch.load(str(path), weights_only=False, map_location="cpu")
+        module = _load_pickle(torch, path)
+    except ConfigError:
+        raise
     except Exception as e:
         raise unreadable(path, f"PyTorch ({kind})", e) from None
     if not isinstance(module, torch.nn.Module):
@@ -42,6 +50,23 @@ def load_torch(torch: Any, kind: str, path: Path) -> Any:
                           "torch.export.save")
     return module.eval()
 
+
+
+def _load_pickle(torch: Any, path: Path) -> Any:
+    """What a ``torch.save`` file holds: tensors and containers as data (PyTorch's
+    ``weights_only`` unpickler runs no code); a pickled module only where trusted."""
+    import pickle
+
+    try:
+        return torch.load(str(path), weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:
+        if os.environ.get(TRUST_PICKLES_ENV) != "1":
+            raise ConfigError(
+                f"{path.name} is a pickled PyTorch module: loading it runs whatever code the "
+                "file names, so it is not loaded. Save it with torch.jit.save or "
+                "torch.export.save (neither runs code), or, for a file you trust, set "
+                f"{TRUST_PICKLES_ENV}=1") from None
+    return torch.load(str(path), weights_only=False, map_location="cpu")
 
 
 def _torch_declared(torch: Any, kind: str, path: Path) -> list[tuple[str, list, str]]:
