@@ -32,6 +32,10 @@ class OpenedModel:
     handle: Any = None
 
 
+#: Set to 1 to open a model file that unpickles code (``torch.save(model)``) you trust.
+TRUST_PICKLES_ENV = "DLAAS_TRUST_PICKLED_MODELS"
+
+
 @dataclass(frozen=True)
 class ModelFormat:
     """One kind of model file, registered by the backend whose framework reads it."""
@@ -51,6 +55,9 @@ class ModelFormat:
     #: model (its folder, the flavor's MLmodel entry), or None
     flavors: tuple[str, ...] = ()
     find_in_mlflow_model: Callable[[Path, dict], Path | None] | None = None
+    #: whether opening it unpickles code the file names: only where the user trusts it
+    #: (:data:`TRUST_PICKLES_ENV`)
+    unpickles_code: bool = False
 
     def export_missing(self) -> str:
         """The package this kind's ONNX export needs that is not installed here, or ''."""

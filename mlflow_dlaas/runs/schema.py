@@ -320,6 +320,8 @@ EQUIVALENCE_RULE_TAG = "dlaas.equivalence_rule"
 SERVER_RATE_SEARCH_TAG = "dlaas.server_rate_search"
 WARNING_TAG = "dlaas.warning"
 MODEL_FLAVOR_TAG = "dlaas.model_flavor"
+#: Set where a pickled module was loaded because the user said they trust it
+TRUSTED_PICKLE_TAG = "dlaas.trusted_pickle"
 #: Which peak the run was held against (measured ceiling, or nominal), or why none
 PEAK_TAG = "dlaas.peak"
 #: "not measured (synthetic data)" where the data's labels are random

@@ -15,10 +15,12 @@ from pathlib import Path
 import mlflow
 
 from mlflow_dlaas.backends import get_runtime
+from mlflow_dlaas.backends.formats import model_formats
+from mlflow_dlaas.backends.model_files import TRUST_PICKLES_ENV
 from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.figures import significant
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.sources.manifest import SOURCE_ENV
+from mlflow_dlaas.inference.sources.manifest import SOURCE_ENV, SourceManifest
 from mlflow_dlaas.inference.sources.plan import plan_source
 from mlflow_dlaas.inference.sources.prepare import prepare_source
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
@@ -33,6 +35,7 @@ from mlflow_dlaas.runs.schema import (
     OFFLINE_GFLOPS,
     RUNTIME_TAG,
     SERVER_MAX_QPS,
+    TRUSTED_PICKLE_TAG,
     headline_text,
     inference_headline,
     scenario_key,
@@ -94,6 +97,7 @@ def run_inference(config: InferConfig) -> InferenceResult:
                                          runtime.environment(config.parallelism))
         if prepare_source(plan, config, runtime, Path(source_dir)):
             environment[SOURCE_ENV] = source_dir
+            _tag_a_trusted_pickle(Path(source_dir))
         launch = WorkerLaunch(
             module=WORKER, argv=as_cli_params(params), environment=environment,
             cpu_affinity=config.parallelism.cpu_affinity, measured_phases=config.scenarios,
@@ -110,6 +114,15 @@ def run_inference(config: InferConfig) -> InferenceResult:
     finished = mlflow.MlflowClient().get_run(run_id)
     return InferenceResult(run_id, config.runtime, dict(finished.data.metrics),
                            disturbed_warning(finished.data.tags))
+
+
+def _tag_a_trusted_pickle(source_dir: Path) -> None:
+    """Say on the run that its model was a pickle loaded on the user's word."""
+    user = SourceManifest.read(source_dir).user
+    if user is not None and any(f.kind == user.kind and f.unpickles_code
+                                for f in model_formats()):
+        mlflow.set_tag(TRUSTED_PICKLE_TAG, f"{user.path.name}: a pickled module, loaded "
+                                           f"because {TRUST_PICKLES_ENV}=1")
 
 
 def _precision_label(config: InferConfig) -> str:

@@ -183,7 +183,7 @@ def test_a_pickled_module_runs_no_code_unless_the_user_trusts_it(
     skip_unless_installed("torch")
     import torch
 
-    from mlflow_dlaas.backends.pytorch.formats import TRUST_PICKLES_ENV
+    from mlflow_dlaas.backends.model_files import TRUST_PICKLES_ENV
 
     hostile, marker = tmp_path / "hostile.pth", tmp_path / "ran"
     torch.save({"weight": _Payload(marker)}, str(hostile))

@@ -9,7 +9,8 @@ import mlflow
 import numpy as np
 import pytest
 
-from mlflow_dlaas.runs.schema import REASON_TAG
+from mlflow_dlaas.backends.model_files import TRUST_PICKLES_ENV
+from mlflow_dlaas.runs.schema import REASON_TAG, TRUSTED_PICKLE_TAG
 from mlflow_dlaas.workloads.server_scenario import AUTO_RATE_BACKOFFS
 from tests.conftest import only_finished_run, runs_of, skip_unless_installed
 from tests.inference.test_user_model import write_two_input_onnx
@@ -71,9 +72,11 @@ def test_a_missing_model_file_fails_the_run_with_the_reason(tracking: str,
     assert run.info.status == "FAILED" and "does not exist" in run.data.tags[REASON_TAG]
 
 
-def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(tracking: str) -> None:
+def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(
+        tracking: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """models:/<name>/<version>: its signature gives the input shape, its input example the
-    samples; PyTorch's own outputs are the reference for every runtime."""
+    samples; PyTorch's own outputs are the reference for every runtime. MLflow's pickle
+    serialization is loaded only on the user's word, and the run says so."""
     skip_unless_installed("torch", "onnx", "onnxruntime")
     import torch
 
@@ -83,7 +86,18 @@ def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(tracking: str
     with mlflow.start_run(run_name="register"):
         mlflow.pytorch.log_model(module.eval(), name="model", registered_model_name=name,
                                  input_example=np.random.default_rng(0).random(
-                                     (2, 6), dtype=np.float32), pip_requirements=["torch"])
+                                     (2, 6), dtype=np.float32), pip_requirements=["torch"],
+                                 serialization_format="pickle")
+    monkeypatch.delenv(TRUST_PICKLES_ENV, raising=False)
+    refused = mlflow_run("pytorch", tracking, {**QUICK, "model_uri": f"models:/{name}/1",
+                                               "scenarios": "single_stream"}, entry="infer")
+    assert refused.returncode != 0
+    (failed,) = [r for r in runs_of(tracking) if r.data.tags.get("dlaas.entry") == "infer"]
+    assert failed.info.status == "FAILED"
+    assert f"{TRUST_PICKLES_ENV}=1" in failed.data.tags[REASON_TAG]
+    client = mlflow.MlflowClient()
+    client.delete_run(failed.info.run_id)
+    monkeypatch.setenv(TRUST_PICKLES_ENV, "1")
     for runtime in ("pytorch", "onnxruntime"):
         out = mlflow_run(runtime, tracking, {**QUICK, "model_uri": f"models:/{name}/1",
                                              "scenarios": "single_stream"}, entry="infer")
@@ -93,6 +107,8 @@ def test_a_registered_pytorch_model_is_served_natively_and_as_onnx(tracking: str
     assert all(r.data.params["reference_framework"] == "pytorch" for r in served)
     assert all(r.data.params["model_inputs"].endswith("float32[6]") for r in served)
     assert all(r.data.metrics["equivalence/max_abs_error"] < 1e-4 for r in served)
+    assert all("loaded because DLAAS_TRUST_PICKLED_MODELS=1" in r.data.tags[TRUSTED_PICKLE_TAG]
+               for r in served)
 
 
 def test_a_keras_file_is_served_by_tensorflow_with_xla(tracking: str, tmp_path: Path) -> None:

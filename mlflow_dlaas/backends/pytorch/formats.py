@@ -14,6 +14,7 @@ import numpy as np
 from mlflow_dlaas.backends.feed import Feed
 from mlflow_dlaas.backends.model_files import (
     SHAPE_HINT,
+    TRUST_PICKLES_ENV,
     Dtypes,
     ModelFormat,
     OpenedModel,
@@ -24,10 +25,6 @@ from mlflow_dlaas.backends.model_files import (
 )
 from mlflow_dlaas.backends.served_model import InputSpec
 from mlflow_dlaas.errors import ConfigError
-
-#: Set to 1 to load a pickled module (``torch.save(model)``) you trust: unpickling it runs
-#: whatever code the file names.
-TRUST_PICKLES_ENV = "DLAAS_TRUST_PICKLED_MODELS"
 
 
 def load_torch(torch: Any, kind: str, path: Path) -> Any:
@@ -208,5 +205,5 @@ FORMATS = (
     ModelFormat("torch_pickle", "pytorch", "a torch.save'd module (.pth)",
                 recognises=_is_torch_pickle, open=_opener("torch_pickle"),
                 export_onnx=_export_module, flavors=("pytorch",),
-                find_in_mlflow_model=_first_in_pytorch_flavor("*.pth")),
+                find_in_mlflow_model=_first_in_pytorch_flavor("*.pth"), unpickles_code=True),
 )
