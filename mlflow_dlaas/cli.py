@@ -18,6 +18,7 @@ from mlflow_dlaas.errors import ConfigError, DlaasError
 from mlflow_dlaas.redaction import redact_text, redact_uri
 from mlflow_dlaas.runs.database_bounds import stalled_database_reason
 from mlflow_dlaas.runs.goals import HOW, parse_asks
+from mlflow_dlaas.runs.schema import check_run_name
 from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable
 from mlflow_dlaas.runs.ui_links import DEFAULT_UI_URL, UI_URL_ENV
 
@@ -153,6 +154,12 @@ def monitor_command(
                                                 ("allocator", allocator),
                                                 ("openmp_runtime", openmp_runtime))
                 if value is not None}
+    for name, value in settings.items():
+        if not value.strip():
+            raise ConfigError(f"--{name.replace('_op', '').replace('_', '-')} is empty: give "
+                              "a value, or leave the option out for the default")
+    if run_name is not None:
+        check_run_name(run_name, "--run-name")
     for pair in others:
         name, eq, value = pair.partition("=")
         if not eq or not name.strip():
@@ -433,14 +440,18 @@ def reproduce_command(quick: bool, full: bool, claims: str | None, experiment: s
 @reports_errors
 def demo_command(replicates: int, frameworks: str) -> None:
     """Run the main job on the embedded default (what `make demo` runs)."""
-    from mlflow_dlaas.demo import run_demo
+    from mlflow_dlaas.demo import DEMO_SYSTEMS, run_demo
 
-    run_demo(replicates, [f.strip() for f in frameworks.split(",") if f.strip()])
+    chosen = [f.strip() for f in frameworks.split(",") if f.strip()]
+    if not chosen:
+        raise ConfigError(f"--frameworks is empty: give some of {', '.join(DEMO_SYSTEMS)}, "
+                          "or all")
+    run_demo(replicates, chosen)
 
 
 @cli.command("resend")
 @click.argument("paths", nargs=-1, metavar="[RUN_JOURNAL...]",
-                type=click.Path(exists=True, file_okay=False, path_type=Path))
+                type=click.Path(file_okay=False, path_type=Path))
 @reports_errors
 def resend_command(paths: tuple[Path, ...]) -> None:
     """Send what runs logged while their tracking server did not answer, from their journals

@@ -22,6 +22,11 @@ STRING_SETTINGS = ("cpu_affinity", *LIBRARY_SETTINGS)
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
+#: The most threads one setting may ask for (a pool of more fails at thread creation, or
+#: waits on memory, long before it could be measured).
+MAX_THREADS = 4096
+
+
 @dataclass(frozen=True)
 class ParallelismSettings:
     """What a run asks for; ``None`` keeps the framework's default.
@@ -54,6 +59,10 @@ class ParallelismSettings:
             if value is not None and value < 1:
                 raise ConfigError(f"{name} must be >= 1 (or 0 for the framework default), "
                                   f"got {value}")
+            if value is not None and value > MAX_THREADS:
+                raise ConfigError(f"{name} {value} is more than the {MAX_THREADS:,} threads a "
+                                  "setting may ask for; give at most the cores you have "
+                                  f"({available_cores()} here)")
         if self.cpu_affinity is not None:
             cores = os.cpu_count() or 1
             bad = [c for c in self.cpu_affinity if not 0 <= c < cores]

@@ -69,6 +69,11 @@ def test_command_is_measured_and_its_exit_code_passed_on(
         (["--interval", "-1", "--", "true"], "interval must be > 0", 2),
         (["--interval", "inf", "--", "true"], "above the supported 3600 s", 2),
         (["--interval", "nan", "--", "true"], "interval must be > 0", 2),
+        (["--threads", "99999999999999999999", "--", "true"],
+         "intra_op_threads 99999999999999999999 is more than the 4,096 threads", 2),
+        (["--openmp-runtime", "", "--", "true"], "--openmp-runtime is empty", 2),
+        (["--run-name", "r" * 10_000, "--", "true"], "--run-name: 10,000 characters; "
+                                                      "MLflow keeps 250", 2),
     ],
 )
 def test_bad_input_is_refused_before_any_run(

@@ -28,3 +28,9 @@ def test_an_unknown_name_is_one_line_exit_2_naming_the_choices() -> None:
     assert "unknown caffe; choose among pytorch, tensorflow, mxnet, onnxruntime, openvino" \
         in done.output
     assert "Traceback" not in done.output
+
+
+def test_an_empty_list_is_refused_not_read_as_all() -> None:
+    done = CliRunner().invoke(cli, ["demo", "--frameworks", " , "])
+    assert done.exit_code == 2, done.output
+    assert "--frameworks is empty: give some of pytorch" in done.output

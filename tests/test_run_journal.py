@@ -122,6 +122,10 @@ def test_a_run_whose_server_dies_keeps_its_results_until_they_are_resent(
         again = subprocess.run([cli_path, "resend"], env=env, capture_output=True, text=True,
                                timeout=300)
         assert again.returncode == 0 and "nothing to send" in again.stderr, again.stderr
+        printed = subprocess.run([cli_path, "resend", str(folder)], env=env,
+                                 capture_output=True, text=True, timeout=300)
+        assert printed.returncode == 0, printed.stderr  # the line it printed, run twice
+        assert "does not exist: nothing to send there" in printed.stderr, printed.stderr
     finally:
         server.stop()
 

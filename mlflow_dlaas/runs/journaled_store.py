@@ -496,12 +496,15 @@ def resend_journals(paths: list[Path]) -> None:
     from mlflow_dlaas.runs.journal import journal_root, journals_in
     from mlflow_dlaas.runs.store_uri import TRACKING_ENV
 
+    for gone in (p for p in paths if not p.exists()):
+        print(f"mlflow-dlaas resend: {gone} does not exist: nothing to send there (a journal "
+              "is removed once it is sent, so sending twice is harmless)", file=sys.stderr)
     journals = journals_in(paths or [journal_root()])
     live = [j for j in journals if j.writer_alive()]
     for journal in live:
         print(f"mlflow-dlaas resend: run {journal.run_id} is still being logged by its "
               f"process; it sends its journal itself ({journal.folder})", file=sys.stderr)
-    if not journals:
+    if not journals and all(p.exists() for p in paths):
         where = ", ".join(map(str, paths)) or str(journal_root())
         print(f"mlflow-dlaas resend: nothing to send in {where}", file=sys.stderr)
     damaged = []

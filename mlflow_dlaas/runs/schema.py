@@ -454,3 +454,14 @@ def unit_factor(metric: str, unit: str, where: str) -> float:
         return 1.0
     raise ConfigError(f"{where}: unit {unit!r} does not fit metric {metric!r} (memory takes "
                       "B/KB/MB/GB/KiB/MiB/GiB, times take ms or s, accuracy takes %)")
+
+
+#: MLflow keeps a run's name in 250 characters (its SQL stores refuse a longer one).
+MAX_RUN_NAME_LENGTH = 250
+
+
+def check_run_name(name: str, where: str) -> None:
+    """ConfigError where ``name`` is longer than a run's name may be."""
+    if len(name) > MAX_RUN_NAME_LENGTH:
+        raise ConfigError(f"{where}: {len(name):,} characters; MLflow keeps "
+                          f"{MAX_RUN_NAME_LENGTH} of a run's name: give a shorter name")

@@ -21,7 +21,7 @@ from mlflow_dlaas.optuna_access.pruners import PRUNERS
 from mlflow_dlaas.own_project.settings import OUTSIDE_SETTINGS, split_settings
 from mlflow_dlaas.redaction import holds_secret
 from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
-from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY
+from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY, check_run_name
 from mlflow_dlaas.sequential import Budget
 
 ENTRY_POINTS = ("train", "infer")
@@ -40,8 +40,6 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "train": TrainConfig.from_params, "infer": InferConfig.from_params}
 #: The param naming the project's framework, given by the project itself, never by a spec.
 PROJECT_PARAM = {"train": "framework", "infer": "runtime"}
-#: MLflow keeps a run's name (the study's parent run is named after the study) in 250 characters.
-MAX_NAME_LENGTH = 250
 #: the most points a grid study may have (each is at least one measured run), counted from
 #: the spec before any point is made
 MAX_GRID_POINTS = 10_000
@@ -418,9 +416,7 @@ def _samples(d: Dimension) -> tuple[Any, ...]:
 
 def _check_names(name: str, experiment: str | None) -> None:
     """The study names its parent run and (unless ``experiment``) its MLflow experiment."""
-    if len(name) > MAX_NAME_LENGTH:
-        raise ConfigError(f"study spec: name: {len(name)} characters; MLflow keeps "
-                          f"{MAX_NAME_LENGTH} of a run's name: give a shorter name")
+    check_run_name(name, "study spec: name")  # the study's parent run is named after it
     try:
         _validate_experiment_name(experiment or name)
     except MlflowException as e:
