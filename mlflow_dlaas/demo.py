@@ -177,6 +177,9 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
         result.failures += [f"report: {failure}" for failure in written.failures]
     print(f"demo: runs are in experiment {DEMO_EXPERIMENT!r}; to see them: "
           f"{target.ui_command()}", file=sys.stderr)
+    print(f"demo: an answer still open? mlflow-dlaas decide --experiment {DEMO_EXPERIMENT} "
+          "--budget 10m measures more of only the configurations behind it "
+          "(docs/report.md)", file=sys.stderr)
     print("demo: do the papers' findings hold on this machine? mlflow-dlaas reproduce "
           "(about 20 minutes on 2 cores; docs/reproduce.md)", file=sys.stderr)
     if result.failures:

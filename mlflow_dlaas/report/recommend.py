@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -30,6 +31,7 @@ from mlflow_dlaas.report.failures import (
 )
 from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
+from mlflow_dlaas.report.settings_apart import by_setting, decided_in_part
 from mlflow_dlaas.report.tables import setting_cell
 from mlflow_dlaas.runs.goals import Bound, Goal
 from mlflow_dlaas.runs.schema import (
@@ -84,10 +86,23 @@ class Recommendation:
     spreads: str = ""
     #: for an open answer: about how many more rounds would settle it, in words
     settle: str = ""
+    #: for an open answer: the settings decided one by one (the others held fixed), in words
+    in_part: str = ""
 
     @property
     def found(self) -> bool:
         return bool(self.best)
+
+    @property
+    def compares(self) -> bool:
+        """Whether the answer compares configurations (a question the report asks); one
+        with no run, or a single qualifying configuration, is a note."""
+        return self.found and bool(self.runners_up) and self.effect is not None
+
+    @property
+    def decided(self) -> bool:
+        """Whether the comparison is settled: a winner, or no meaningful difference."""
+        return self.compares and self.verdict in ("winner", "tie")
 
     @property
     def verdict(self) -> str:
@@ -96,7 +111,9 @@ class Recommendation:
             return "none"
         if self.effect is None or self.effect.verdict in (Verdict.NOT_SEPARABLE,
                                                           Verdict.TOO_FEW):
-            return "open" if self.runners_up else "only"
+            if not self.runners_up:
+                return "only"
+            return "part" if self.in_part else "open"
         return "tie" if self.effect.verdict is Verdict.NO_DIFFERENCE else "winner"
 
     def wanted(self) -> str:
@@ -127,7 +144,8 @@ class Recommendation:
         if not self.runners_up or self.effect is None:
             return "the only qualifying configuration: nothing to compare it with"
         words = self.effect.words(f"the next best ({self.runner_up_names()[0][0]})")
-        return "; ".join(part for part in (words, self.spreads, self.settle) if part)
+        return "; ".join(part for part in (words, self.in_part, self.spreads, self.settle)
+                         if part)
 
     def test_text(self) -> str:
         """The test behind the verdict, for a person who checks it."""
@@ -265,7 +283,8 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         effect, runs_label=counted_runs_label(include_disturbed=include_disturbed),
         best_failures=failures[0], never_finished=never,
         spreads=_spreads_differ(shortlist, keys[0]),
-        settle=_settle(rows, ranked, keys[0], effect, include_disturbed))
+        settle=_settle(rows, ranked, keys[0], effect, include_disturbed),
+        in_part=_in_part(rows, ranked, shown, keys[0], goal, effect, include_disturbed))
 
 
 def recommend_each_workload(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
@@ -316,6 +335,23 @@ def _against_next_best(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, goal:
     counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
     best, rival = (rows[(configs == ranked.iloc[i]["config"]) & counted] for i in (0, 1))
     return effect_between(best, rival, key, lower_is_better=goal.direction == "minimize")
+
+
+def _in_part(rows: pd.DataFrame, ranked: pd.DataFrame, shown: list[str], key: str,
+             goal: Goal, effect: Effect | None, include_disturbed: bool) -> str:
+    """For an open answer among three or more configurations: the leader's settings that
+    are decided one by one, each matched cell by cell with the others held fixed."""
+    if effect is None or effect.verdict.decided or effect.verdict is Verdict.NO_DIFFERENCE \
+            or len(ranked) < 3:
+        return ""
+    configs = configuration_ids(rows)
+    counted = rows[counts_toward_winner(rows, include_disturbed=include_disturbed)
+                   & configs.isin(ranked["config"])]
+    columns = [c for c in shown if c.startswith("params.")]
+    leader = {c: "" if pd.isna(ranked.iloc[0][c]) else str(ranked.iloc[0][c])
+              for c in columns if c in ranked}
+    return decided_in_part(by_setting(counted, leader, columns, key,
+                                      lower_is_better=goal.direction == "minimize"))
 
 
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:
@@ -397,3 +433,17 @@ def _value(row: pd.Series, key: str, include_disturbed: bool) -> str:
         return (f"{significant(value)}{unit} (geometric mean of {n} {runs}, IQR "
                 f"{significant(row[f'{key}|q1'])}–{significant(row[f'{key}|q3'])}{unit})")
     return f"{significant(value)}{unit} (1 run)"
+
+
+def decided_line(answers: Sequence[Recommendation]) -> str:
+    """``decided: 3 of 5 questions; 2 open (each says what would settle it)``; '' for none."""
+    asked = [a for a in answers if a.compares]
+    if not asked:
+        return ""
+    settled = sum(a.decided for a in asked)
+    part = sum(a.verdict == "part" for a in asked)
+    still = len(asked) - settled
+    return (f"decided: {settled} of {len(asked)} questions"
+            + (f"; {still} open (each says how many more rounds of mlflow-dlaas decide "
+               "would settle it" + (f"; {part} decided setting by setting in part"
+                                    if part else "") + ")" if still else ""))

@@ -6,7 +6,7 @@ import base64
 from html import escape
 
 from mlflow_dlaas.report.plots import Plot
-from mlflow_dlaas.report.recommend import Recommendation
+from mlflow_dlaas.report.recommend import Recommendation, decided_line
 from mlflow_dlaas.report.report import HostSection, Report
 from mlflow_dlaas.report.tables import ComparisonTable
 
@@ -21,7 +21,7 @@ figcaption { font-size: .85rem; color: #555; } .missing { color: #8a5a00; }
 .answer { padding: .5rem .8rem; margin: .6rem 0; border-left: 4px solid #999; background: #f5f5f5; }
 .answer.winner { background: #eef7ee; border-left-color: #3a3; }
 .answer.tie, .answer.only { background: #eef2f8; border-left-color: #57a; }
-.answer.open { background: #f7f7f2; border-left-color: #aa8; }
+.answer.open, .answer.part { background: #f7f7f2; border-left-color: #aa8; }
 .answer.none { background: #fbf3e6; border-left-color: #c80; }
 .check { font-size: .9rem; color: #345; }
 .answer .verdict { font-size: .75rem; text-transform: uppercase; letter-spacing: .05em;
@@ -33,7 +33,9 @@ code { font-size: .85rem; }
 
 #: the label over a recommendation card, by its verdict
 VERDICT_LABELS = {"winner": "a clear winner", "tie": "no meaningful difference",
-                  "open": "not separable: no winner yet", "only": "the only candidate",
+                  "open": "not separable: no winner yet",
+                  "part": "no winner yet; some settings decided one by one",
+                  "only": "the only candidate",
                   "none": "no configuration qualifies"}
 
 
@@ -64,12 +66,14 @@ def _section(report: Report, section: HostSection) -> list[str]:
     if report.split_by_host:
         level = 3
         parts.append(f"<h2 id='host-{escape(section.host)}'>{escape(section.heading)}</h2>")
+    if decided_line(section.recommendations):
+        parts.append(f"<p class='decided'>{escape(decided_line(section.recommendations))}</p>")
     for workload, answers in section.recommendations_by_workload():
         title = f"Recommendations: {workload}" if workload else "Recommendations"
         parts.append(f"<h{level}>{escape(title)}</h{level}>")
-        parts += [_recommendation(r) for r in answers if r.found]
+        parts += [_recommendation(r) for r in answers if r.compares]
         parts += [f"<p class='missing'>{escape(r.sentence())}</p>" for r in answers
-                  if not r.found]  # a question no run answers is a note, not a card
+                  if not r.compares]  # a question no run can answer is a note, not a card
     parts += [f"<p class='check'>{escape(check)}</p>" for check in section.checks]
     parts += [_table(t, level) for t in section.tables]
     parts.append(f"<h{level}>Plots</h{level}>")

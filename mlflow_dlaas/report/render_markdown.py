@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlflow_dlaas.report.recommend import decided_line
 from mlflow_dlaas.report.report import HostSection, Report
 
 
@@ -25,11 +26,13 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
     if report.split_by_host:
         level = "###"
         lines += ["", f"## {section.heading}"]
+    if decided_line(section.recommendations):
+        lines += ["", f"_{decided_line(section.recommendations)}_"]
     for workload, answers in section.recommendations_by_workload():
         title = f"Recommendations: {workload}" if workload else "Recommendations"
         lines += ["", f"{level} {title}", ""]
         for rec in answers:
-            if not rec.found:  # a question no run answers is a note, not an answer
+            if not rec.compares:  # a question no run can answer is a note, not an answer
                 lines.append(f"- {rec.sentence()}")
                 continue
             lines.append(f"- **{rec.sentence()}**")

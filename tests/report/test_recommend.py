@@ -263,3 +263,32 @@ def test_markedly_different_spreads_are_said() -> None:
     alike = recommend(_runs({"pytorch": steady, "tensorflow": [2.0, 2.02, 2.04, 2.06]}),
                       parse_goal("train_time"))
     assert "spreads differ" not in alike.sentence()
+
+
+def test_an_open_grid_answer_says_which_settings_are_decided_one_by_one() -> None:
+    """The demo's study: the two best cells (2 threads, another allocator) cannot be told
+    apart with 2 runs each, but 2 threads against 1, matched in every (allocator) cell, is
+    decided: the answer says so and names the setting still open."""
+    times = {("2", "jemalloc"): [1.30, 1.38], ("2", "default"): [1.36, 1.42],
+             ("1", "jemalloc"): [2.10, 2.20], ("1", "default"): [2.15, 2.25]}
+    rows = []
+    for (threads, allocator), values in times.items():
+        for openmp, slower in (("default", 1.0), ("intel", 1.02)):
+            for seed, value in enumerate(values):
+                rows.append({"run_id": f"{threads}-{allocator}-{openmp}-{seed}",
+                             "run_name": "r", "experiment_id": "1", "entry": "train",
+                             "system": "pytorch", "host": "aaaaaaaaaaaa",
+                             "params.seed": str(seed), "validity": "valid",
+                             "params.intra_op_threads": threads, "params.allocator": allocator,
+                             "params.openmp_runtime": openmp,
+                             "metrics.Headline/train_time_seconds": value * slower})
+    answer = recommend(pd.DataFrame(rows), parse_goal("train_time"))
+    assert answer.best == {"system": "pytorch", "allocator": "jemalloc",
+                           "intra_op_threads": "2", "openmp_runtime": "default"}
+    assert answer.effect is not None and answer.effect.verdict is Verdict.TOO_FEW
+    assert answer.verdict == "part"
+    assert "decided setting by setting, each matched with the others held fixed: " \
+           "intra_op_threads=2 (better than 1: ratio 0.627, 95 % CI 0.607–0.649" \
+           in answer.sentence()
+    assert "matched within 4 cells (pooled over allocator, openmp_runtime)); not yet told " \
+           "apart: allocator, openmp_runtime" in answer.sentence()
