@@ -185,6 +185,7 @@ class Recommendation:
                     "failed": self.best_failures.failed, "of": self.best_failures.total,
                     "reason": self.best_failures.reason},
                 "never_finished": list(self.never_finished),
+                "decided_in_part": self.in_part,
                 "evidence": [{"run_id": e.run_id, "run_name": e.run_name, "link": e.link}
                              for e in self.evidence],
                 "runners_up": [{"settings": settings, "value": value}
