@@ -19,6 +19,7 @@ import pandas as pd
 
 from mlflow_dlaas.figures import significant
 from mlflow_dlaas.report.comparable import Matching, by_workload, match
+from mlflow_dlaas.report.failures import FailureCount, failed_like, reason_of
 from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.report.tables import ComparisonTable
 
@@ -54,8 +55,10 @@ class Comparison:
     show_baseline: bool = False  # a column with the baseline's own figure
 
 
-def against_baseline(rows: pd.DataFrame, comparison: Comparison) -> ComparisonTable | None:
-    """The table over ``rows``, or None where no run left the baseline."""
+def against_baseline(rows: pd.DataFrame, comparison: Comparison,
+                     failed: pd.DataFrame | None = None) -> ComparisonTable | None:
+    """The table over ``rows``, or None where no run left the baseline; ``failed``: runs
+    that FAILED, counted beside each side's (a column, where any row has one)."""
     columns = [c for c in comparison.columns if c in rows]
     if rows.empty or not columns:
         return None
@@ -70,8 +73,9 @@ def against_baseline(rows: pd.DataFrame, comparison: Comparison) -> ComparisonTa
             headings.append(f"{measure.name} at {comparison.baseline_name}")
         if measure.judged:
             headings.append(f"{measure.name} vs {comparison.baseline_name}")
-    cells, hints, stats = [], [], []
+    cells, hints, stats, lost_cells = [], [], [], []
     for workload in workloads:
+        lost = failed_like(workload.rows, failed if failed is not None else rows.iloc[0:0])
         for key, runs in workload.rows.groupby(["system", *apart], sort=True):
             group = [str(g) for g in (key if isinstance(key, tuple) else (key,))]
             for column in columns:
@@ -83,11 +87,40 @@ def against_baseline(rows: pd.DataFrame, comparison: Comparison) -> ComparisonTa
                     prefix = [workload.label] if len(workloads) > 1 else []
                     cells.append(prefix + row)
                     hints.append([""] * len(prefix) + hint)
-                    stats.append({"workload": workload.label, **numbers})
+                    lost_cells.append(_lost(lost, group[0], column, value, comparison,
+                                            matching))
+                    stats.append({"workload": workload.label, **numbers,
+                                  "failed_runs": lost_cells[-1]})
     if not cells:
         return None
+    if any(lost_cells):  # after the counts: how many runs each side lost as failed
+        at = headings.index(f"runs vs {comparison.baseline_name} runs") + 1
+        headings.insert(at, "failed runs")
+        for row, hint, lost_text in zip(cells, hints, lost_cells, strict=True):
+            row.insert(at, lost_text or "none")
+            hint.insert(at, "runs of this configuration that FAILED, counted beside the "
+                            "finished ones; the reason is their most frequent")
     return ComparisonTable(comparison.title, headings, cells, hints, pd.DataFrame(stats),
                            _notes(pd.DataFrame(stats), comparison.baseline_name))
+
+
+def _lost(failed: pd.DataFrame, system: str, column: str, value: str,
+          comparison: Comparison, matching: Matching) -> str:
+    """``int8: failed in 1 of 2 runs (top-1 agreement 0.625 < 0.75)``, and the baseline's
+    likewise, for the runs of ``system`` that FAILED; '' where neither side lost one."""
+    if failed.empty or column not in failed:
+        return ""
+    mine = failed[failed["system"] == system] if "system" in failed else failed
+    values = mine[column].fillna("").astype(str)
+    parts = []
+    for label, side, finished in (
+            (setting_text(value), mine[values == value], len(set(matching.chosen_ids))),
+            (comparison.baseline_name, mine[values.isin(comparison.baselines)],
+             len(set(matching.baseline_ids)))):
+        if len(side):
+            count = FailureCount(len(side), len(side) + finished, reason_of(side))
+            parts.append(f"{label}: {count.text()}")
+    return "; ".join(parts)
 
 
 def _row(comparison: Comparison, group: list[str], apart: list[str], column: str, value: str,

@@ -69,7 +69,7 @@ def count_by_configuration(settings: pd.DataFrame, finished: Sequence[int],
     found: list[FailureCount | None] = []
     for key, runs in zip(row_keys(settings, columns), finished, strict=True):
         mine = failed[(failed_keys == key).to_numpy()]
-        found.append(FailureCount(len(mine), len(mine) + int(runs), _reason(mine))
+        found.append(FailureCount(len(mine), len(mine) + int(runs), reason_of(mine))
                      if len(mine) else None)
     return found
 
@@ -94,7 +94,7 @@ def never_finished(settings: pd.DataFrame, failed: pd.DataFrame, columns: list[s
         first = mine.iloc[0]
         name = ", ".join(f"{c.removeprefix('params.')}={setting_text(first[c])}"
                          for c in varying) or str(first.get("system", "")) or "a configuration"
-        lines.append(f"{name}: {FailureCount(len(mine), len(mine), _reason(mine)).text()}")
+        lines.append(f"{name}: {FailureCount(len(mine), len(mine), reason_of(mine)).text()}")
     return lines
 
 
@@ -104,7 +104,7 @@ def _with_columns(failed: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
     return failed.assign(**missing) if missing else failed
 
 
-def _reason(failed: pd.DataFrame) -> str:
+def reason_of(failed: pd.DataFrame) -> str:
     """The most frequent last line of the runs' failure reasons (a traceback's error), without
     the exception's type, shortened."""
     if "failure_reason" not in failed:

@@ -22,8 +22,10 @@ DEFAULTS = ("", "default")
 
 
 def libraries_table(train: pd.DataFrame, measures: tuple[Measure, ...] = MEASURES,
-                    title: str = TITLE) -> ComparisonTable | None:
+                    title: str = TITLE, failed: pd.DataFrame | None = None
+                    ) -> ComparisonTable | None:
     """The table over ``train`` (training runs, or a project's), or None where no run
-    changed a library setting."""
+    changed a library setting; ``failed`` runs are counted beside each row's."""
     columns = tuple(f"params.{s}" for s in LIBRARY_SETTINGS)
-    return against_baseline(train, Comparison(title, columns, DEFAULTS, "default", measures))
+    return against_baseline(train, Comparison(title, columns, DEFAULTS, "default", measures),
+                            failed)

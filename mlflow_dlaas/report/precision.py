@@ -36,15 +36,20 @@ INFERENCE = Comparison(
     apart=("batch_size",), show_baseline=True)
 
 
-def training_precision_table(train: pd.DataFrame) -> ComparisonTable | None:
-    """bf16 training against fp32, or None where every run trained in fp32."""
-    return against_baseline(train, TRAINING)
+def training_precision_table(train: pd.DataFrame, failed: pd.DataFrame | None = None
+                             ) -> ComparisonTable | None:
+    """bf16 training against fp32, or None where every run trained in fp32; ``failed``
+    runs are counted beside each precision's."""
+    return against_baseline(train, TRAINING, failed)
 
 
-def inference_precision_table(inference: pd.DataFrame) -> ComparisonTable | None:
+def inference_precision_table(inference: pd.DataFrame, failed: pd.DataFrame | None = None
+                              ) -> ComparisonTable | None:
     """Each reduced precision's serving against fp32 (rows per batch size), or None where
-    every run served fp32."""
-    return against_baseline(_quantization_in_precision(inference), INFERENCE)
+    every run served fp32; ``failed`` runs (an int8 model that failed its equivalence
+    check) are counted beside each precision's."""
+    return against_baseline(_quantization_in_precision(inference), INFERENCE,
+                            None if failed is None else _quantization_in_precision(failed))
 
 
 def _quantization_in_precision(rows: pd.DataFrame) -> pd.DataFrame:

@@ -120,10 +120,13 @@ class Workloads:
     inference: pd.DataFrame  # one row per (inference run, batch size)
     batched: frozenset[str]  # metric keys logged per batch size
     project: pd.DataFrame  # runs of a user's own MLflow Project
+    #: runs that FAILED (any entry point), which the tables count beside the finished ones
+    failed: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
-    def of(cls, finished: pd.DataFrame) -> Workloads:
-        """From finished runs, with the derived metrics (peak memory, energy) added."""
+    def of(cls, finished: pd.DataFrame, failed: pd.DataFrame | None = None) -> Workloads:
+        """From finished runs, with the derived metrics (peak memory, energy) added;
+        ``failed``: the runs that FAILED on the same host."""
         if len(finished):
             finished = add_peak_memory(add_energy(finished))
         def entry(name: str) -> pd.DataFrame:
@@ -131,7 +134,8 @@ class Workloads:
 
         infer = entry("infer")
         return cls(finished, entry("train"), inference_rows(infer) if len(infer) else infer,
-                   batched_metrics(infer), entry("project"))
+                   batched_metrics(infer), entry("project"),
+                   pd.DataFrame() if failed is None else failed)
 
     def runs_of(self, entry: str) -> pd.DataFrame:
         """One row per finished run of the entry point ``entry`` (train, infer, project)."""
@@ -195,10 +199,12 @@ def _scenario_table(work: Workloads) -> ComparisonTable | None:
 #: gives its table, or None where the runs call for none.
 TABLE_BUILDERS: tuple[tuple[str, Callable[[Workloads], ComparisonTable | None]], ...] = (
     ("Training table", _training_table),
-    ("Parallel libraries table", lambda work: libraries_table(work.train)),
-    ("Precision in training table", lambda work: training_precision_table(work.train)),
+    ("Parallel libraries table", lambda work: libraries_table(work.train, failed=work.failed)),
+    ("Precision in training table",
+     lambda work: training_precision_table(work.train, work.failed)),
     ("Inference table", _inference_table),
-    ("Precision in inference table", lambda work: inference_precision_table(work.inference)),
+    ("Precision in inference table",
+     lambda work: inference_precision_table(work.inference, work.failed)),
     ("Scenarios table", _scenario_table),
     ("Project table", lambda work: project_table(work.project)),
     ("Project parallel libraries table",
@@ -232,10 +238,18 @@ PLOT_BUILDERS: tuple[tuple[str, tuple[str, ...],
 )
 
 
+def _on_host(failed: pd.DataFrame, host: str) -> pd.DataFrame:
+    """The failed runs of ``host`` (and those that failed before they could say theirs)."""
+    if failed.empty or "host" not in failed:
+        return failed
+    named = failed["host"].fillna("").astype(str)
+    return failed[(named == host) | (named == "")]
+
+
 def _section(client: MlflowClient, host: Host, tracking_uri: str,
              study_asks: dict[str, list[Ask]], asks: list[Ask], include_disturbed: bool,
              failed: pd.DataFrame) -> HostSection:
-    work = Workloads.of(host.runs)
+    work = Workloads.of(host.runs, _on_host(failed, host.name))
     parts = _Guarded()
     tables = [t for name, build in TABLE_BUILDERS
               if (t := parts.build(name, lambda b=build: b(work))) is not None]

@@ -60,3 +60,22 @@ def test_no_table_where_every_run_ran_fp32() -> None:
     train = pd.DataFrame([{"run_id": "a", "system": "pytorch", "entry": "train",
                            f"metrics.{schema.TRAIN_TIME}": 1.0}])
     assert training_precision_table(train) is None
+
+
+def test_a_precision_whose_run_failed_its_check_says_so_beside_its_agreement() -> None:
+    """One of two int8 replicates failed its equivalence check: the table showed int8 with
+    "top-1 agreement 1.00" from the one that passed. Now its row says what it lost."""
+    rows = pd.DataFrame(_inference("fp32", "dynamic", 1, [2.0, 2.1], 1.0)
+                        + _inference("int8", "static", 1, [1.5], 1.0))
+    failed = pd.DataFrame([{"run_id": "lost", "system": "openvino", "entry": "infer",
+                            "status": "FAILED", "params.precision": "int8",
+                            "params.quantization": "static",
+                            "failure_reason": "WorkloadError: equivalence check failed: "
+                                              "top-1 agreement 0.625 < 0.75"}])
+    table = inference_precision_table(rows, failed)
+    assert table is not None
+    (row,) = [dict(zip(table.headings, r, strict=True)) for r in table.cells]
+    assert row["failed runs"] == ("int8-static: failed in 1 of 2 runs (equivalence check "
+                                  "failed: top-1 agreement 0.625 < 0.75)")
+    assert table.headings.index("failed runs") == table.headings.index("runs vs fp32 runs") + 1
+    assert "failed runs" not in inference_precision_table(rows).headings  # none lost: no column
