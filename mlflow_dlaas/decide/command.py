@@ -121,7 +121,7 @@ def _templates(client: MlflowClient, open_answers: tuple[OpenAnswer, ...]) -> li
     several answers runs once a round)."""
     found: dict[str, Template] = {}
     for answer in open_answers:
-        for run_id in (answer.leader, answer.rival):
+        for run_id in (answer.leader, *(answer.contenders or (answer.rival,))):
             template = Template.of(client, run_id)
             settings = sorted((k, v) for k, v in template.params.items() if k != "seed")
             found.setdefault(f"{template.project} {template.entry_point} {settings}", template)

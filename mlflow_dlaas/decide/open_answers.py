@@ -13,8 +13,8 @@ from mlflow_dlaas.report.recommend import Recommendation
 from mlflow_dlaas.report.report import Workloads, answer_questions
 from mlflow_dlaas.report.screening import screen
 
-#: an answer's verdicts that more rounds can settle
-OPEN = ("open",)
+#: an answer's verdicts that more rounds can settle (``part``: open, some settings decided)
+OPEN = ("open", "part")
 #: the entry points whose runs ``decide`` can launch again (``projects/<system>``)
 LAUNCHABLE = ("train", "infer")
 
@@ -27,6 +27,9 @@ class OpenAnswer:
     sentence: str
     leader: str  # run id: the latest run of the leading configuration
     rival: str  # run id: the latest run of the next best
+    #: run ids: the latest run of every configuration not yet told from the leader (the next
+    #: best's first)
+    contenders: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,15 @@ def answers_on(client: MlflowClient, table: RunTable, host: str, *,
             continue
         leader = _latest(runs, [e.run_id for e in answer.evidence] or [])
         rival = _latest(runs, list(answer.rival_run_ids))
-        entries = {str(runs.loc[r, "entry"]) for r in (leader, rival) if r}
+        contenders = tuple(r for r in dict.fromkeys(
+            [rival, *(_latest(runs, list(ids)) for ids in answer.contender_run_ids)]) if r)
+        entries = {str(runs.loc[r, "entry"]) for r in (leader, *contenders) if r}
         if not leader or not rival or not entries <= set(LAUNCHABLE):
             left.append(f"{question_of(answer)}: its runs are not of projects/<framework> "
                         "(train, infer); measure more with a study's replicates")
             continue
-        open_ones.append(OpenAnswer(question_of(answer), answer.sentence(), leader, rival))
+        open_ones.append(OpenAnswer(question_of(answer), answer.sentence(), leader, rival,
+                                    contenders))
     return Answers(tuple(found), tuple(open_ones), tuple(left), tuple(screened.notes()))
 
 

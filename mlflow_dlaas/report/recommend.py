@@ -72,6 +72,9 @@ class Recommendation:
     evidence: tuple[Evidence, ...] = ()
     #: the runs of the next best, the configuration the verdict compares the best with
     rival_run_ids: tuple[str, ...] = ()
+    #: for an open answer, the runs of each configuration not yet told from the best (the
+    #: next best first): what ``decide`` measures more of
+    contender_run_ids: tuple[tuple[str, ...], ...] = ()
     runners_up: tuple[tuple[dict[str, str], str], ...] = ()
     #: the best against the next best: the ratio, its interval and the verdict
     effect: Effect | None = None
@@ -278,6 +281,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         goal, bounds, len(stats), excluded, _settings(best, shown),
         _value(best, keys[0], include_disturbed), evidence,
         tuple(ranked.iloc[1]["run_ids"]) if len(ranked) > 1 else (),
+        _contenders(rows, ranked, keys[0], goal, effect, include_disturbed),
         tuple((_settings(r, shown), _value(r, keys[0], include_disturbed)
                + (f"; {f.text()}" if f else ""))
               for (_, r), f in zip(shortlist.iloc[1:].iterrows(), failures[1:], strict=True)),
@@ -336,6 +340,25 @@ def _against_next_best(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, goal:
     counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
     best, rival = (rows[(configs == ranked.iloc[i]["config"]) & counted] for i in (0, 1))
     return effect_between(best, rival, key, lower_is_better=goal.direction == "minimize")
+
+
+def _contenders(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, goal: Goal,
+                effect: Effect | None, include_disturbed: bool) -> tuple[tuple[str, ...], ...]:
+    """For an open answer: the run ids of the next best and of each other configuration of
+    the shortlist that is not yet told from the best (neither decided worse nor equal)."""
+    if effect is None or effect.verdict.decided or effect.verdict is Verdict.NO_DIFFERENCE:
+        return ()
+    found = [tuple(ranked.iloc[1]["run_ids"])]
+    configs = configuration_ids(rows)
+    counted = counts_toward_winner(rows, include_disturbed=include_disturbed)
+    best = rows[(configs == ranked.iloc[0]["config"]) & counted]
+    for i in range(2, min(len(ranked), 1 + RUNNERS_UP)):
+        other = rows[(configs == ranked.iloc[i]["config"]) & counted]
+        against = effect_between(best, other, key,
+                                 lower_is_better=goal.direction == "minimize")
+        if against.verdict in (Verdict.NOT_SEPARABLE, Verdict.TOO_FEW):
+            found.append(tuple(ranked.iloc[i]["run_ids"]))
+    return tuple(found)
 
 
 def _in_part(rows: pd.DataFrame, ranked: pd.DataFrame, shown: list[str], key: str,

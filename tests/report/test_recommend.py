@@ -292,3 +292,17 @@ def test_an_open_grid_answer_says_which_settings_are_decided_one_by_one() -> Non
            in answer.sentence()
     assert "matched within 4 cells (pooled over allocator, openmp_runtime)); not yet told " \
            "apart: allocator, openmp_runtime" in answer.sentence()
+
+
+def test_an_open_answer_names_every_configuration_not_yet_told_from_the_best() -> None:
+    """What ``decide`` measures more of: the leader and each rival it could not be told
+    from, not only the next best; a configuration decided worse is left out."""
+    answer = recommend(_runs({"a": [1.00, 1.10, 1.20, 1.30], "b": [1.05, 1.12, 1.22, 1.32],
+                              "c": [1.02, 1.15, 1.25, 1.35], "d": [3.0, 3.1, 3.2, 3.3]}),
+                       parse_goal("train_time"))
+    assert answer.best["system"] == "a" and answer.verdict == "open"
+    assert [{r.split("-")[0] for r in ids} for ids in answer.contender_run_ids] == \
+        [{"b"}, {"c"}]
+    settled = recommend(_runs({"a": [1.0, 1.1, 1.2, 1.3], "d": [3.0, 3.1, 3.2, 3.3]}),
+                        parse_goal("train_time"))
+    assert settled.verdict == "winner" and settled.contender_run_ids == ()
