@@ -124,3 +124,35 @@ def test_only_mlflows_run_command_is_guarded() -> None:
     assert not is_mlflow_run_cli(["/venv/bin/mlflow", "ui"])
     assert not is_mlflow_run_cli(["/venv/bin/mlflow-dlaas", "run"])
     assert not is_mlflow_run_cli(["python", "-c", "pass"])
+
+
+def test_a_run_whose_launcher_died_holding_the_stores_lock_is_ended_once_it_is_gone(
+        tmp_path: Path) -> None:
+    """A signal can cut one of ``mlflow run``'s own SQLite writes short: the lock stays with
+    the dying process until it exits, so the handler's own attempt waited on itself and left
+    the run RUNNING under load. The run is now ended from a fresh process once the stopped
+    one is gone."""
+    from mlflow_dlaas.runs.end_after_exit import end_after_exit
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.create_run(client.create_experiment("held"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); "
+         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(600)",
+         str(tmp_path / "mlflow.db")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert end_after_exit(holder.pid, run.info.run_id, "KILLED", "stopped by SIGTERM", uri)
+        time.sleep(2)
+        assert client.get_run(run.info.run_id).info.status == "RUNNING"  # it waits for the exit
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while client.get_run(run.info.run_id).info.status == "RUNNING" and \
+            time.monotonic() < deadline:
+        time.sleep(0.5)
+    ended = client.get_run(run.info.run_id)
+    assert ended.info.status == "KILLED"
+    assert ended.data.tags[REASON_TAG] == "stopped by SIGTERM"

@@ -10,7 +10,9 @@ The run then had no owner for the sweep and stayed RUNNING for ever.
 MLflow offers no hook in its CLI process but its run context providers, which it makes when
 it is imported (ours: :class:`mlflow_dlaas.run_context.DlaasRunContextProvider`): there we
 install an exception hook and signal handlers. The run is found in the dying process's
-frames (a local of MLflow's that holds a run): the CLI keeps it nowhere else.
+frames (a local of MLflow's that holds a run): the CLI keeps it nowhere else. A signal's run
+is ended by a fresh process once this one is gone (:mod:`mlflow_dlaas.runs.end_after_exit`):
+the signal may have cut a write of MLflow's short, whose database lock only the exit frees.
 
 The other side of that race: an entry point that was already starting when ``mlflow run``
 died found its run ended and no owner. It names ``mlflow run`` among its launchers
@@ -65,9 +67,19 @@ def guard_mlflow_run_cli(argv: list[str] | None = None) -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """End the run from a fresh process once this one has died of the signal: the signal
+    may have cut one of MLflow's own writes short, whose lock this process holds until it
+    exits (ending the run from here waited for that lock, then left the run RUNNING)."""
     name = signal.Signals(signum).name
-    _end_untaken(_run_in(_stack_of(frame)), "KILLED",
-                 f"mlflow run was stopped by {name} before the entry point took the run over")
+    run_id = _run_in(_stack_of(frame))
+    reason = f"mlflow run was stopped by {name} before the entry point took the run over"
+    if run_id is not None:
+        import mlflow
+
+        from mlflow_dlaas.runs.end_after_exit import end_after_exit
+
+        if not end_after_exit(os.getpid(), run_id, "KILLED", reason, mlflow.get_tracking_uri()):
+            _end_untaken(run_id, "KILLED", reason)  # no process to be had: try from here
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)  # die of it, as without us
 
