@@ -21,6 +21,7 @@ from mlflow_dlaas.runs.schema import (
     FRAMEWORK_TAG,
     HOST_TAG,
     ORPHANED_TAG,
+    OUTAGE_TAG,
     PROJECT_TAG,
     REASON_TAG,
     REPLICATE_TAG,
@@ -47,7 +48,7 @@ TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
                HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model",
                ACCURACY_TAG: ACCURACY_COLUMN, REPLICATE_TAG: "replicate",
                DECIDE_SESSION_TAG: "decide_session", DECIDE_ROUND_TAG: "decide_round",
-               DECIDE_MAX_ROUNDS_TAG: "decide_max_rounds"}
+               DECIDE_MAX_ROUNDS_TAG: "decide_max_rounds", OUTAGE_TAG: "store_outage"}
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,13 @@ class FailureCount:
 def failed_like(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of ``runs`` that FAILED and belong to one of the workloads in ``rows``: those
     an answer over ``rows`` must count (a KILLED run was stopped, by a person or a pruner:
-    it says nothing about its configuration)."""
+    it says nothing about its configuration; nor does a trial's run that failed while the
+    tracking server did not answer)."""
     if runs.empty or rows.empty or "status" not in runs:
         return runs.iloc[0:0]
     ended = runs[runs["status"] == "FAILED"]
+    if "store_outage" in ended:  # failed while the tracking server was away: measured again
+        ended = ended[ended["store_outage"].fillna("").astype(str) == ""]
     if ended.empty:
         return ended
     entries = set(rows["entry"]) if "entry" in rows else set()

@@ -137,6 +137,8 @@ class Courier:
         self._delay_s = FIRST_RETRY_S
         self._away_since: float | None = None
         self._unjournaled: str | None = None
+        #: how many times the server stopped answering (each outage once)
+        self.outages = 0
 
     def journal(self, run_id: str) -> RunJournal:
         with self._state:
@@ -284,6 +286,7 @@ class Courier:
         now = time.monotonic()
         if self._away_since is None:
             self._away_since = now
+            self.outages += 1
             why = type(error).__name__ if is_unreachable(error) else \
                 redact_text(str(error))[:200]
             print(f"mlflow-dlaas: the tracking server at {redact_uri(self.tracking_uri)} does "
@@ -302,6 +305,14 @@ class Courier:
 
 _COURIERS: dict[str, Courier] = {}
 _COURIERS_LOCK = threading.Lock()
+
+
+def outages_seen(tracking_uri: str) -> int:
+    """How many times this process found the tracking server at ``tracking_uri`` not
+    answering (0 where it never wrote to it through the journal)."""
+    with _COURIERS_LOCK:
+        courier = _COURIERS.get(tracking_uri)
+    return 0 if courier is None else courier.outages
 
 
 def courier_for(tracking_uri: str) -> Courier:

@@ -299,6 +299,9 @@ VALIDITY_REASON_TAG = "dlaas.validity_reason"
 REASON_TAG = "dlaas.failure_reason"
 #: a run whose trial was retried (the retry measured it)
 ORPHANED_TAG = "dlaas.orphaned"
+#: Set on a trial's run that failed while the tracking server did not answer: not counted
+#: against its configuration (its point is measured again)
+OUTAGE_TAG = "dlaas.store_outage"
 #: on a study's parent run: the trials this machine skipped unmeasured, and why
 SKIPPED_TAG = "dlaas.skipped_here"
 #: a trial run the study's pruner stopped (it ends KILLED)

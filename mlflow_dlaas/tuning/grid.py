@@ -8,7 +8,8 @@ trial holds, and records it on the trial (:data:`POINT_ATTR`) before any paramet
 so that a trial stopped at any moment still says which point it was given. A point is held
 by a trial that is complete, pruned, running, queued (a retry) or failed on its own (a
 failed workload is not measured again by the grid); a trial given up because its worker
-stopped holds nothing: its retry, queued with the point's settings, holds it.
+stopped holds nothing: its retry, queued with the point's settings, holds it. Nor does one
+that failed while the tracking server did not answer: the study's next run measures it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 POINT_ATTR = "dlaas_grid_point"
 #: set (user attribute) on a trial failed because its worker stopped; its retry holds its point
 GIVEN_UP_ATTR = "dlaas_worker_stopped"
+#: set (user attribute) on a trial failed while the tracking server did not answer: its point
+#: is measured again, as its failure may be the outage's
+OUTAGE_ATTR = "dlaas_store_outage"
 #: set (user attribute) on a trial pruned unmeasured because this machine cannot measure its
 #: point as meant (bf16 without native units): the reason; its point counts as held, not measured
 SKIPPED_ATTR = "dlaas_skipped_here"
@@ -62,7 +66,7 @@ def trial_point(trial: FrozenTrial, names: Sequence[str]) -> Point | None:
 def holds_its_point(trial: FrozenTrial) -> bool:
     """Whether the trial's point counts as taken (measured, being measured or queued)."""
     if trial.state == TrialState.FAIL:
-        return not trial.user_attrs.get(GIVEN_UP_ATTR, False)
+        return not (trial.user_attrs.get(GIVEN_UP_ATTR) or trial.user_attrs.get(OUTAGE_ATTR))
     return True
 
 

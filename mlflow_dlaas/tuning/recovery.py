@@ -26,7 +26,7 @@ from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.runs.schema import ORPHANED_TAG, REASON_TAG
 from mlflow_dlaas.tuning.delivery import DELIVERED_FROM_ATTR
-from mlflow_dlaas.tuning.grid import GIVEN_UP_ATTR, POINT_ATTR
+from mlflow_dlaas.tuning.grid import GIVEN_UP_ATTR, OUTAGE_ATTR, POINT_ATTR
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
 OWNER_ATTR = "dlaas_owner"
@@ -41,9 +41,10 @@ OWNERLESS_AFTER_S = 10.0
 
 def counts(trial: FrozenTrial) -> bool:
     """Whether the trial counts toward ``n_trials``: complete, pruned, or failed on its own
-    (not given up); a trial completed once a failed one's runs arrived counts as that one."""
+    (not given up, nor failed during a tracking server's outage); a trial completed once a
+    failed one's runs arrived counts as that one."""
     if trial.state == TrialState.FAIL:
-        return not trial.user_attrs.get(GIVEN_UP_ATTR, False)
+        return not (trial.user_attrs.get(GIVEN_UP_ATTR) or trial.user_attrs.get(OUTAGE_ATTR))
     if DELIVERED_FROM_ATTR in trial.user_attrs:  # its failed twin, whose runs arrived, counts
         return False
     return trial.state in (TrialState.COMPLETE, TrialState.PRUNED)

@@ -61,7 +61,7 @@ from mlflow_dlaas.tuning.feasibility import (
     is_feasible,
     record_constraints,
 )
-from mlflow_dlaas.tuning.grid import SKIPPED_ATTR, GridByValue
+from mlflow_dlaas.tuning.grid import OUTAGE_ATTR, SKIPPED_ATTR, GridByValue
 from mlflow_dlaas.tuning.measurable import skip_reason, skipped_text, skipped_trials
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
 from mlflow_dlaas.tuning.recovery import (
@@ -78,6 +78,7 @@ from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice
 from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.trial_runner import (
+    OUTAGE_REASON,
     UNDELIVERED_REASON,
     ChildOutcome,
     metric_value,
@@ -400,6 +401,8 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
         if outcome.status != "FINISHED":
             if outcome.reason == UNDELIVERED_REASON:  # its runs may arrive by resend
                 trial.set_user_attr(UNDELIVERED_ATTR, True)
+            if outcome.reason.startswith(OUTAGE_REASON):  # measured again on the next run
+                trial.set_user_attr(OUTAGE_ATTR, True)
             return _fail(study, trial, outcome.reason, stop)
     return _complete(study, trial, spec, experiment_id, trial_params, outcomes, stop)
 

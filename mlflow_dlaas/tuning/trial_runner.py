@@ -27,12 +27,14 @@ from mlflow_dlaas.launch import (
     wait_for_exit,
 )
 from mlflow_dlaas.runs.goals import Goal
+from mlflow_dlaas.runs.journaled_store import outages_seen
 from mlflow_dlaas.runs.lifecycle import end_run
 from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     EXIT_CODE,
     KERNEL_CPU_TIME,
     KERNEL_MAX_RSS,
+    OUTAGE_TAG,
     PRUNED_TAG,
     REASON_TAG,
     TRIAL_NAME_TAG,
@@ -56,6 +58,11 @@ class ChildOutcome:
 #: ended in its journal, and its figures are not on the server to be read.
 UNDELIVERED_REASON = ("the tracking server did not take its results (they wait in the run's "
                       "journal: mlflow-dlaas resend sends them); rerun the study once it is back")
+#: A trial that failed while the tracking server did not answer: the outage may be its cause
+#: (a project's own ``mlflow.log_metric`` raises), so it says nothing of its configuration
+#: and its point is measured again by the study's next run.
+OUTAGE_REASON = ("failed while the tracking server did not answer, which may be its cause; "
+                 "measured again by the study's next run once the server is back")
 
 
 class Watched(Protocol):
@@ -112,6 +119,7 @@ def run_child(
     # Logged here, so that a trial that fails before logging anything still shows its params.
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
     added = {**(environment or {}), **(watch.environment() if watch else {})}
+    outages = outages_seen(mlflow.get_tracking_uri())
     started = time.perf_counter()
     try:
         with _added_environment(added), (watch.launching() if watch else contextlib.nullcontext()):
@@ -152,6 +160,9 @@ def run_child(
                             final.data.tags.get(REASON_TAG, "pruned"))
     if status != "FINISHED":
         reason = final.data.tags.get(REASON_TAG, f"the trial process ended {status}")
+        if outages_seen(mlflow.get_tracking_uri()) > outages:
+            client.set_tag(run_id, OUTAGE_TAG, OUTAGE_REASON)
+            reason = f"{OUTAGE_REASON} (its own reason: {reason})"
         return ChildOutcome(run_id, "FAILED", dict(final.data.metrics), reason)
     return ChildOutcome(run_id, "FINISHED", dict(final.data.metrics))
 

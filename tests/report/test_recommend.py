@@ -238,6 +238,9 @@ def test_a_winner_that_failed_in_some_runs_says_so() -> None:
     quiet = recommend(rows, parse_goal("train_time"), failed=_failed("fp32", 2, "oom"))
     assert "failed" not in quiet.sentence().split("; ahead of")[0]
     assert quiet.runner_up_names()[0][1].endswith("; failed in 2 of 6 runs (oom)")
+    outage = _failed("int8", 1, "ConnectionError").assign(store_outage="failed while ...")
+    during = recommend(rows, parse_goal("train_time"), failed=outage)
+    assert "failed" not in during.sentence()  # the server's outage, not int8's failure
 
 
 def test_a_configuration_that_failed_in_every_run_is_named_as_tried() -> None:

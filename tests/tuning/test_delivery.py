@@ -58,3 +58,42 @@ def test_a_resent_trial_becomes_complete_on_the_next_run(tracking: str) -> None:
     assert complete.user_attrs[DELIVERED_FROM_ATTR] == failed.number
     assert sum(recovery.counts(t) for t in trials) == 1  # the pair counts once
     assert driver._grid_points_left(spec, trials) == 1  # its point measured, the other not
+
+
+def test_a_trial_failed_during_an_outage_leaves_its_point_to_the_next_run(tracking: str
+                                                                          ) -> None:
+    """An own project's ``mlflow.log_metric`` raises while the server is away, so its trial
+    failed "on its own" and the grid never measured that point again (5 of 6). A failure
+    seen during an outage holds no point and counts for nothing: the next run measures it."""
+    from mlflow_dlaas.tuning.grid import OUTAGE_ATTR
+    from mlflow_dlaas.tuning.trial_runner import OUTAGE_REASON
+
+    spec = parse_spec({"name": "o", "frameworks": ["pytorch"], "sampler": "grid",
+                       "n_trials": 2, "search_space": {"batch_size": [32, 64]},
+                       "objectives": [{"metric": "accuracy", "direction": "maximize"}]})
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(),
+                                sampler=make_sampler(spec), direction="maximize")
+    for attrs in ({}, {OUTAGE_ATTR: True}):
+        trial = study.ask()
+        suggest(trial, spec)
+        for key, value in {**attrs, recovery.REASON_ATTR: OUTAGE_REASON if attrs else "own"
+                           }.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, state=TrialState.FAIL)
+    own, outage = study.get_trials()
+    assert own.params["batch_size"] != outage.params["batch_size"]
+    assert not recovery.counts(outage) and recovery.counts(own)
+    assert driver._grid_points_left(spec, study.get_trials()) == 1  # the outage's point
+    retry = study.ask()
+    assert suggest(retry, spec)["batch_size"] == outage.params["batch_size"]
+
+
+def test_the_server_going_away_is_counted_once_per_outage() -> None:
+    from mlflow_dlaas.runs.journaled_store import Courier
+
+    courier = Courier("http://127.0.0.1:9")
+    for _ in range(3):  # one outage, however many calls fail in it
+        courier._went_away(ConnectionError("refused"))
+    courier._came_back()
+    courier._went_away(ConnectionError("refused"))
+    assert courier.outages == 2
