@@ -3,8 +3,10 @@ server that stops answering mid-use, each end in one line instead of a silent ha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -70,7 +72,16 @@ class FreezableProxy:
         self.frozen = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
+        self.open: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def die(self) -> None:
+        """What a server that died looks like: every connection reset, new ones refused."""
+        self.listener.close()
+        for sock in self.open:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
 
     def _accept(self) -> None:
         while True:
@@ -79,6 +90,7 @@ class FreezableProxy:
             except OSError:
                 return
             server = socket.create_connection(self.target)
+            self.open += [client, server]
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._relay, args=(a, b), daemon=True).start()
 
@@ -129,3 +141,65 @@ def _call(function: Callable[[], object], raised: list[BaseException]) -> None:
         function()
     except Exception as e:
         raised.append(e)
+
+
+def test_a_database_that_dies_mid_study_ends_the_driver_in_one_line(
+    cli_path: str, tmp_path: Path
+) -> None:
+    """The tracking store and the study storage on one PostgreSQL that dies during a trial:
+    the driver crashed with 10 tracebacks and its trial's process outlived it. Now: one
+    line, exit 1, nothing of the study left running, and no run RUNNING once the next
+    command has opened the store again."""
+    import psutil
+    import yaml
+
+    with fresh_databases("mlflow", "optuna") as (tracking, storage):
+        parts = urlsplit(tracking)
+        proxy = FreezableProxy((parts.hostname, parts.port or 5432))
+
+        def through(url: str) -> str:
+            at = urlsplit(url)
+            return urlunsplit(at._replace(netloc=f"{at.username}@127.0.0.1:{proxy.port}"))
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PG"))}
+        env["MLFLOW_TRACKING_URI"] = through(tracking)
+        (tmp_path / "spec.yaml").write_text(yaml.safe_dump({
+            "name": "dies", "frameworks": ["pytorch"], "sampler": "grid", "n_trials": 3,
+            "fixed": {"epochs": 1, "max_steps": 40, "warmup_steps": 1},
+            "search_space": {"batch_size": [16, 32, 64]},
+            "objectives": [{"metric": "train_time", "direction": "minimize"}]}))
+        study = subprocess.Popen([cli_path, "study", "spec.yaml", "--storage",
+                                  through(storage)], cwd=tmp_path, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        client = mlflow.MlflowClient(tracking_uri=tracking)  # directly: it stays up
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not _trial_started(client):
+            time.sleep(0.5)
+        assert study.poll() is None, study.communicate()[1][-3000:]
+        tree = [study.pid, *(c.pid for c in psutil.Process(study.pid).children(recursive=True))]
+        proxy.die()
+        _, stderr = study.communicate(timeout=180)
+        assert study.returncode == 1, stderr[-3000:]
+        assert "Traceback" not in stderr, stderr[-3000:]
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("mlflow-dlaas: error: the database server") and \
+            "run the command again" in last, stderr[-3000:]
+        time.sleep(2)
+        assert not [p for p in tree if psutil.pid_exists(p)
+                    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], "left running"
+        after = subprocess.run([cli_path, "compare", "--experiment", "dies", "--no-run",
+                                "--output", str(tmp_path / "report")],
+                               env={**env, "MLFLOW_TRACKING_URI": tracking}, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=600)
+        assert "Traceback" not in after.stderr, after.stderr[-3000:]
+        found = client.get_experiment_by_name("dies")
+        statuses = [r.info.status for r in client.search_runs([found.experiment_id])]
+        assert statuses and "RUNNING" not in statuses, statuses
+
+
+def _trial_started(client: mlflow.MlflowClient) -> bool:
+    """Whether a trial's run of the study exists (its process is then under way)."""
+    found = client.get_experiment_by_name("dies")
+    return found is not None and any(
+        r.data.tags.get("dlaas.role") == "trial" for r in client.search_runs(
+            [found.experiment_id]))

@@ -33,6 +33,13 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 #: libpq's variable for options given to every connection it opens.
 PGOPTIONS_ENV = "PGOPTIONS"
 NO_REPLY_MESSAGE = "the database server sent no reply"
+#: What a driver says when the database server is down or was stopped (PostgreSQL, MySQL).
+GONE_WORDS = ("connection refused", "server closed the connection unexpectedly",
+              "terminating connection due to administrator command", "connection reset",
+              "the database system is shutting down", "can't connect to mysql server",
+              "lost connection to mysql server")
+#: The packages whose errors are a database's (a tracking *server's* refusal is not).
+DATABASE_DRIVERS = ("psycopg", "psycopg2", "sqlalchemy", "pymysql", "MySQLdb")
 
 
 def is_postgres(uri: str) -> bool:
@@ -117,8 +124,9 @@ def _no_reply_bound_class() -> type:
 
 
 def stalled_database_reason(error: BaseException) -> str | None:
-    """What the database server did, in words ("stopped answering ..."), when ``error`` or
-    its cause is one of the bounds above ending a wait; else None."""
+    """What the database server did, in words ("stopped answering ...", "went away
+    (connection refused)"), when ``error`` or its cause is one of the bounds above ending a
+    wait or a database driver finding its server gone; else None."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -132,5 +140,8 @@ def stalled_database_reason(error: BaseException) -> str | None:
         if NO_REPLY_MESSAGE in text or "connection timeout expired" in text:
             return (f"stopped answering (no reply to a statement within {NO_REPLY_WITHIN_S} s, "
                     "nor to a new connection within its connect timeout)")
+        gone = next((words for words in GONE_WORDS if words in text), None)
+        if gone is not None and type(current).__module__.split(".")[0] in DATABASE_DRIVERS:
+            return f"went away ({gone})"
         current = current.__cause__ or current.__context__
     return None

@@ -210,6 +210,10 @@ def _check_login(uri: str, within_s: float, role: str, fix: str) -> None:
             raise TrackingUnavailableError(
                 f"the {role} {redact_uri(uri)} accepted the connection but did not answer "
                 f"within {within_s:.0f} s ({said}); {fix}") from None
+        if "connection refused" in said.lower():  # nothing listens: the server is down
+            raise TrackingUnavailableError(
+                f"the {role} {redact_uri(uri)} does not answer (connection refused): {fix}"
+            ) from None
         raise TrackingUnavailableError(
             f"the {role} {redact_uri(uri)} refused the connection: {said}; check the user, "
             "password and database name in its URI") from None

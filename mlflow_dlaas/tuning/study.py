@@ -512,13 +512,16 @@ def _abandon(study: optuna.Study | None, trial: optuna.Trial | None, parent_id: 
     reason = f"the study worker stopped: {type(error).__name__}: {error}"
     if study is None or parent_id is None:  # stopped before the study had its parent run
         return
-    if trial is not None:
-        frozen = storage_of(study).get_trial(trial_id(trial))
-        if frozen.state == TrialState.RUNNING:
-            give_up(study, frozen, reason)
-    if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        end_run(mlflow.MlflowClient(), parent_id,
-                "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED", reason)
+    try:
+        if trial is not None:
+            frozen = storage_of(study).get_trial(trial_id(trial))
+            if frozen.state == TrialState.RUNNING:
+                give_up(study, frozen, reason)
+        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            end_run(mlflow.MlflowClient(), parent_id,
+                    "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED", reason)
+    except Exception:  # the storage or the store is what failed: the next run recovers
+        pass  # the trial (its owner is gone) and the sweep of dead owners ends the runs
 
 
 def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummary:

@@ -146,7 +146,8 @@ def run_child(
         if watch is not None:
             watch.stop()
         stop_project_run(submitted)
-        _end(client, run_id, "KILLED", f"its launcher stopped: {type(e).__name__}: {e}")
+        with contextlib.suppress(Exception):  # a store that died: the owner sweep ends it
+            _end(client, run_id, "KILLED", f"its launcher stopped: {type(e).__name__}: {e}")
         raise
     if watch is not None:
         _judged(client, submitted, watch, time.perf_counter() - started)
