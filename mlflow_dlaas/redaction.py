@@ -39,8 +39,8 @@ _SECRET_FLAG_IN_TEXT = re.compile(
 #: An HTTP header that carries credentials: everything after its colon is the secret
 #: (``Authorization: Bearer T``, ``Proxy-Authorization: Basic B64``).
 _AUTH_HEADER = re.compile(r"(\b(?:proxy-)?authorization\s*:\s*)([^'\"\r\n]+)", re.I)
-#: A bearer or basic credential anywhere (``Bearer T``).
-_AUTH_SCHEME = re.compile(r"(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I)
+#: A bearer token anywhere (``Bearer T``; "basic" is too common a word to follow).
+_AUTH_SCHEME = re.compile(r"(\bbearer\s+)([A-Za-z0-9._~+/=-]{8,})", re.I)
 #: OpenSSL's literal password source (``-passin pass:PW``, ``-passout pass:PW``).
 _OPENSSL_PASS = re.compile(r"(?<![\w-])(pass:)(\S+)")
 #: The flags whose value is ``user:password`` (curl's ``-u``, ``--user``, ``--proxy-user``).

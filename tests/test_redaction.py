@@ -33,7 +33,7 @@ def test_every_secret_form_is_hidden_in_free_text(text: str) -> None:
 
 @pytest.mark.parametrize("text", [
     "train.py --lr 0.1 --epochs 2", "sqlite:////tmp/mlflow.db", "--token-count 3 --tokens",
-    "threads=2 batch_size=64", "keyboard interrupt",
+    "threads=2 batch_size=64", "keyboard interrupt", "basic settings of the basic block",
 ])
 def test_text_without_secrets_is_left_alone(text: str) -> None:
     assert redact_text(text) == text
