@@ -49,11 +49,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check mlflow_dlaas tests benchmarks examples scripts
 	$(BIN)/lint-imports --no-cache
 
-# Two pytest workers (pytest-xdist), one per core. A third took the suite from 29 min 50 s
-# to 23 min 48 s, but under its load a SIGTERM 3 s into `mlflow run` left the run RUNNING
-# (docs/performance.md): two, until that window is closed. The tests that share one costly
-# run (the demo, the documented study, the report's runs, a module's fixture) run on one
-# worker (tests/conftest.py).
+# Three pytest workers (pytest-xdist) on two cores: the tests wait on processes and servers
+# much of the time, and a third worker fills those waits (29 min 50 s to 23 min 48 s on a
+# Zen 4, docs/performance.md). The tests that share one costly run (the demo, the documented
+# study, the report's runs, a module's fixture) run on one worker (tests/conftest.py).
 test: lint browser libraries environments
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -ra --durations=15 \
-		-n 2 --dist loadgroup
+		-n 3 --dist loadgroup
