@@ -459,6 +459,10 @@ def _value(row: pd.Series, key: str, include_disturbed: bool) -> str:
     return f"{significant(value)}{unit} (1 run)"
 
 
+#: How the count of decided questions opens: a report whose answers compare nothing has none.
+DECIDED_PREFIX = "decided: "
+
+
 def decided_line(answers: Sequence[Recommendation]) -> str:
     """``decided: 3 of 5 questions; 2 open (each says what would settle it)``; '' for none."""
     asked = [a for a in answers if a.compares]
@@ -467,7 +471,7 @@ def decided_line(answers: Sequence[Recommendation]) -> str:
     settled = sum(a.decided for a in asked)
     part = sum(a.verdict == "part" for a in asked)
     still = len(asked) - settled
-    return (f"decided: {settled} of {len(asked)} questions"
+    return (f"{DECIDED_PREFIX}{settled} of {len(asked)} questions"
             + (f"; {still} open (each says how many more rounds of mlflow-dlaas decide "
                "would settle it" + (f"; {part} decided setting by setting in part"
                                     if part else "") + ")" if still else ""))
