@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ import pytest
 
 from mlflow_dlaas.project_paths import projects_dir
 from mlflow_dlaas.runs.launcher_guard import is_mlflow_run_cli
+from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.runs.schema import REASON_TAG
 
 pytestmark = pytest.mark.slow
@@ -138,12 +140,16 @@ def test_a_run_whose_launcher_died_holding_the_stores_lock_is_ended_once_it_is_g
     client = mlflow.MlflowClient(tracking_uri=uri)
     run = client.create_run(client.create_experiment("held"))
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); "
-         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(600)",
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         "from mlflow_dlaas.runs.ownership import Owner\n"
+         "c = sqlite3.connect(sys.argv[1]); c.execute('BEGIN IMMEDIATE')\n"
+         "print(Owner.this_process().start, flush=True); time.sleep(600)",
          str(tmp_path / "mlflow.db")], stdout=subprocess.PIPE, text=True)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        assert end_after_exit(holder.pid, run.info.run_id, "KILLED", "stopped by SIGTERM", uri)
+        assert holder.stdout is not None
+        dying = Owner(socket.gethostname(), holder.pid, holder.stdout.readline().strip())
+        assert dying.is_dead() is False  # it holds the lock, alive
+        assert end_after_exit(dying, run.info.run_id, "KILLED", "stopped by SIGTERM", uri)
         time.sleep(2)
         assert client.get_run(run.info.run_id).info.status == "RUNNING"  # it waits for the exit
     finally:

@@ -7,51 +7,42 @@ and left the run RUNNING). The handler starts this instead, in a session of its 
 dies of the signal; this waits for it to be gone, then ends the run unless the entry point
 took it over (which ends it itself).
 
-Run as ``python -m mlflow_dlaas.runs.end_after_exit PID RUN_ID STATUS REASON URI``.
+Run as ``python -m mlflow_dlaas.runs.end_after_exit PID START RUN_ID STATUS REASON URI``
+(``START``: the stopped process's start token, :mod:`mlflow_dlaas.runs.ownership`).
 """
 
 from __future__ import annotations
 
-import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 
+from mlflow_dlaas.runs.ownership import Owner
+
 #: How long to wait for the stopped process to be gone before ending its run anyway.
 EXIT_WITHIN_S = 60.0
 
 
-def end_after_exit(pid: int, run_id: str, status: str, reason: str, tracking_uri: str
+def end_after_exit(dying: Owner, run_id: str, status: str, reason: str, tracking_uri: str
                    ) -> bool:
-    """Start the process that ends ``run_id`` once ``pid`` has exited; whether it started."""
+    """Start the process that ends ``run_id`` once ``dying`` has exited; whether it started."""
     try:
         subprocess.Popen(
-            [sys.executable, "-m", __name__, str(pid), run_id, status, reason, tracking_uri],
+            [sys.executable, "-m", __name__, str(dying.pid), dying.start, run_id, status,
+             reason, tracking_uri],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return False
     return True
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:  # a zombie (its parent has not reaped it yet) holds no lock any more
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except OSError:
-        return True
-
-
 def main(argv: Sequence[str]) -> int:
-    pid, run_id, status, reason, tracking_uri = argv
+    pid, start, run_id, status, reason, tracking_uri = argv
+    dying = Owner(socket.gethostname(), int(pid), start)
     deadline = time.monotonic() + EXIT_WITHIN_S
-    while not _gone(int(pid)) and time.monotonic() < deadline:
+    while dying.is_dead() is False and time.monotonic() < deadline:  # a zombie is dead
         time.sleep(0.05)
     import mlflow
 

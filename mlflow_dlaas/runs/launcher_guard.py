@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from mlflow_dlaas.runs.ownership import launcher_environment
+from mlflow_dlaas.runs.ownership import Owner, launcher_environment
 
 #: The signals that end ``mlflow run`` without Python's cleanup (SIGINT is MLflow's own:
 #: it cancels the run KILLED itself).
@@ -78,7 +78,8 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
         from mlflow_dlaas.runs.end_after_exit import end_after_exit
 
-        if not end_after_exit(os.getpid(), run_id, "KILLED", reason, mlflow.get_tracking_uri()):
+        if not end_after_exit(Owner.this_process(), run_id, "KILLED", reason,
+                              mlflow.get_tracking_uri()):
             _end_untaken(run_id, "KILLED", reason)  # no process to be had: try from here
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)  # die of it, as without us
