@@ -179,6 +179,22 @@ def test_a_command_error_naming_a_uri_hides_its_password(cli_path: str, tmp_path
     assert out.returncode == 2, out.stderr
     assert "unknown study storage 'foo://u:***@h/db'" in out.stderr
     assert SECRET not in out.stderr + out.stdout
+    assert not (tmp_path / "mlflow.db").exists()  # refused before any store was made
+
+
+def test_a_sqlite_storage_in_a_missing_folder_is_refused_not_made(cli_path: str,
+                                                                   tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("frameworks: [pytorch]\nfixed: {model: mlp}\n"
+                    "objectives: [{metric: accuracy, direction: maximize}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    missing = tmp_path / "no" / "such"
+    out = subprocess.run([cli_path, "study", str(spec), "--storage",
+                          f"sqlite:///{missing}/x.db"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"the folder {missing} does not exist" in out.stderr
+    assert not missing.exists() and not (tmp_path / "mlflow.db").exists()
 
 
 @pytest.mark.postgres

@@ -17,6 +17,8 @@ from mlflow_dlaas.runs.tracking import CONNECT_WITHIN_S, check_reachable
 
 EMBEDDED_SQLITE = "optuna.db"
 EMBEDDED_JOURNAL = "optuna-journal.log"
+#: The database kinds Optuna's RDB storage opens here.
+RDB_KINDS = ("sqlite", "postgresql", "mysql")
 #: What to do when a study's database does not answer.
 STORAGE_FIX = "start it or give another --storage"
 
@@ -29,15 +31,27 @@ def make_storage(url: str | None) -> tuple[optuna.storages.BaseStorage, str]:
     ``mysql://``: Optuna's RDB storage. ``redis://``: a journal in Redis, for many machines.
     """
     url = absolute_url(url)
+    check_storage_url(url)
     if url.startswith("journal:"):
         path = url.partition(":")[2]
         return _journal_file(Path(path)), f"journal file {path}"
     if url.startswith("redis://") or url.startswith("rediss://"):
         return _redis_journal(url), f"Redis journal {redact_uri(url)}"
-    if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
-        return _rdb_storage(url), f"database {redact_uri(url)}"
-    raise ConfigError(f"unknown study storage {redact_uri(url)!r}; use journal[:PATH], "
-                      "sqlite:///PATH, postgresql://..., mysql://... or redis://...")
+    return _rdb_storage(url), f"database {redact_uri(url)}"
+
+
+def check_storage_url(url: str | None) -> None:
+    """ConfigError, before anything is made, for a storage URL of an unknown kind or a
+    SQLite file in a folder that does not exist (a typo would otherwise make the folder)."""
+    url = absolute_url(url)
+    kind = url.split(":", 1)[0].split("+", 1)[0]
+    if not url.startswith("journal:") and kind not in RDB_KINDS + ("redis", "rediss"):
+        raise ConfigError(f"unknown study storage {redact_uri(url)!r}; use journal[:PATH], "
+                          "sqlite:///PATH, postgresql://..., mysql://... or redis://...")
+    path = sqlite_path(url)
+    if path is not None and not path.parent.is_dir():
+        raise ConfigError(f"--storage {redact_uri(url)}: the folder {path.parent} does not "
+                          "exist; create it, or give a file in a folder that does")
 
 
 def absolute_url(url: str | None) -> str:

@@ -24,7 +24,7 @@ from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
 from mlflow_dlaas.optuna_access.pruning_request import PruningRequest
-from mlflow_dlaas.optuna_access.storage import absolute_url, make_storage
+from mlflow_dlaas.optuna_access.storage import absolute_url, check_storage_url, make_storage
 from mlflow_dlaas.own_project.settings import (
     OUTSIDE_SETTINGS,
     outside_environment,
@@ -118,6 +118,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     """
     if not verbose():  # ours say it: "[2/8] trial 1 ..."
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+    check_storage_url(storage_url)  # a bad --storage makes nothing, not even ./mlflow.db
     with stop_on_signals(escalate=True) as stop:  # before the first store write
         target = configure_tracking()
         storage, where = make_storage(storage_url)
