@@ -52,7 +52,8 @@ def test_runs_whose_owner_died_are_ended_killed(tracking: str) -> None:
     run = client.get_run(runs["dead"])
     assert run.info.status == "KILLED"
     assert run.data.tags[REASON_TAG] == (
-        f"its owner, process {process.pid} on {me.host}, died without ending it")
+        f"its owner, process {process.pid} on {me.host}, is gone without ending it (it "
+        "was killed, or could not reach the store to end it)")
     for name in ("mine", "elsewhere", "none"):
         assert client.get_run(runs[name]).info.status == "RUNNING"
         client.set_terminated(runs[name])

@@ -199,7 +199,8 @@ def end_runs_of_dead_owners(client: mlflow.MlflowClient) -> list[str]:
             continue  # its ending may wait in its journal: resent, or swept once it is
         if owner is not None and owner.is_dead():
             end_run(client, run.info.run_id, "KILLED",
-                    f"its owner, {owner.describe()}, died without ending it")
+                    f"its owner, {owner.describe()}, is gone without ending it (it was "
+                    "killed, or could not reach the store to end it)")
             ended.append(run.info.run_id)
     if ended:
         print(f"mlflow-dlaas: ended {len(ended)} run(s) whose owner process died: "
