@@ -327,6 +327,8 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
         if answer.workload:
             click.echo(f"workload {answer.workload}:")
         click.echo(answer.sentence())
+        if answer.in_part:
+            click.echo(f"  {answer.in_part}")
         if answer.test_text():
             click.echo(f"  test: {answer.test_text()}")
         for evidence in answer.evidence:

@@ -147,8 +147,7 @@ class Recommendation:
         if not self.runners_up or self.effect is None:
             return "the only qualifying configuration: nothing to compare it with"
         words = self.effect.words(f"the next best ({self.runner_up_names()[0][0]})")
-        return "; ".join(part for part in (words, self.in_part, self.spreads, self.settle)
-                         if part)
+        return "; ".join(part for part in (words, self.spreads, self.settle) if part)
 
     def test_text(self) -> str:
         """The test behind the verdict, for a person who checks it."""

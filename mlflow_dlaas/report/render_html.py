@@ -86,6 +86,8 @@ def _recommendation(rec: Recommendation) -> str:
     label = escape(VERDICT_LABELS[rec.verdict])
     html = (f"<div class='answer {rec.verdict}'><p class='verdict'>{label}</p>"
             f"<p><b>{escape(rec.sentence())}</b></p>")
+    if rec.in_part:  # what the user can act on already, on a line of its own
+        html += f"<p class='part'>{escape(rec.in_part[0].upper() + rec.in_part[1:])}</p>"
     if rec.test_text():
         html += f"<p class='test'>{escape(rec.test_text())}</p>"
     if rec.evidence:

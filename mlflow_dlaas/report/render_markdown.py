@@ -36,6 +36,8 @@ def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:
                 lines.append(f"- {rec.sentence()}")
                 continue
             lines.append(f"- **{rec.sentence()}**")
+            if rec.in_part:
+                lines.append(f"  {rec.in_part}")
             if rec.test_text():
                 lines.append(f"  test: {rec.test_text()}")
             if rec.evidence:
