@@ -16,11 +16,11 @@ from mlflow_dlaas import __version__
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import ConfigError, DlaasError
 from mlflow_dlaas.redaction import redact_text, redact_uri
-from mlflow_dlaas.runs.database_bounds import stalled_database_reason
 from mlflow_dlaas.runs.goals import HOW, parse_asks
 from mlflow_dlaas.runs.schema import check_run_name
-from mlflow_dlaas.runs.store_uri import TRACKING_ENV, is_unreachable
 from mlflow_dlaas.runs.ui_links import DEFAULT_UI_URL, UI_URL_ENV
+from mlflow_dlaas.store.database_bounds import stalled_database_reason
+from mlflow_dlaas.store.store_uri import TRACKING_ENV, is_unreachable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -459,7 +459,7 @@ def resend_command(paths: tuple[Path, ...]) -> None:
     """Send what runs logged while their tracking server did not answer, from their journals
     (default: every journal on this machine), to MLFLOW_TRACKING_URI or the server they were
     logged to. Sending twice is harmless."""
-    from mlflow_dlaas.runs.journaled_store import resend_journals
+    from mlflow_dlaas.store.resend import resend_journals
 
     resend_journals(list(paths))
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 from mlflow_dlaas.data import DEFAULT_DATASET, LOADERS
 from mlflow_dlaas.errors import ConfigError, NotMeasurableHereError
 from mlflow_dlaas.hardware import emulated_bf16_reason
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import STRING_SETTINGS, ParallelismSettings
+from mlflow_dlaas.precision import Precision
 from mlflow_dlaas.presets import get_preset
 from mlflow_dlaas.runs.validity import ValidityThresholds
 
@@ -19,13 +20,13 @@ OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("cpu", "cuda")
 #: Training precisions: fp32, or bf16 mixed precision (bf16 compute, fp32 weights) on a CPU
 #: with native bf16 or a GPU.
-TRAIN_PRECISIONS = ("fp32", "bf16")
+TRAIN_PRECISIONS = (Precision.FP32, Precision.BF16)
 
 
-def refuse_emulated_bf16(precision: str, device: str) -> None:
+def refuse_emulated_bf16(precision: Precision, device: str) -> None:
     """NotMeasurableHereError where bf16 on the CPU would be emulated: a valid setting,
     refused for one run and skipped by a study on this machine."""
-    reason = emulated_bf16_reason() if precision == "bf16" and device == "cpu" else ""
+    reason = emulated_bf16_reason() if precision == Precision.BF16 and device == "cpu" else ""
     if reason:
         raise NotMeasurableHereError(f"precision bf16: {reason}")
 
@@ -53,7 +54,7 @@ class TrainConfig:
     jit_compile: bool = False
     channels_last: bool = False
     hybridize: bool = True
-    precision: str = "fp32"  # fp32 | bf16 (mixed: bf16 compute, fp32 weights)
+    precision: Precision = Precision.FP32  # fp32 | bf16 (mixed: bf16 compute, fp32 weights)
     preset: str = ""
     monitor_interval: float = 0.2
     log_model: bool = True
@@ -62,6 +63,7 @@ class TrainConfig:
     validity: ValidityThresholds = field(default_factory=ValidityThresholds)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", Precision.parse(self.precision, TRAIN_PRECISIONS))
         checks = [
             (self.dataset in LOADERS,
              f"unknown dataset {self.dataset!r}; choose one of: {', '.join(LOADERS)}"),
@@ -79,8 +81,6 @@ class TrainConfig:
              f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
             (self.device in DEVICES,
              f"device must be one of {', '.join(DEVICES)}, got {self.device!r}"),
-            (self.precision in TRAIN_PRECISIONS,
-             f"precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {self.precision!r}"),
             (0 < self.target_accuracy <= 1,
              f"target_accuracy must be in (0, 1], got {self.target_accuracy}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}"),
@@ -99,20 +99,11 @@ class TrainConfig:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> TrainConfig:
-        """From raw entry-point params (strings allowed); empty values mean 'not given'."""
-        given = {k: v for k, v in params.items() if v is not None and v != ""}
-        merged: dict[str, Any] = {}
-        if given.get("preset"):
-            merged.update(get_preset(str(given["preset"])))
-        merged.update(given)
-        settings = pop_parallelism(merged)
-        validity = ValidityThresholds.pop_from(merged)
-        unknown = sorted(set(merged) - ({f.name for f in fields(cls)} - NESTED))
-        if unknown:
-            raise ConfigError(f"unknown training parameter(s): {', '.join(unknown)}; valid: "
-                              f"{', '.join(sorted(accepted_params(cls)))}")
-        typed = {k: _coerce(k, v, cls) for k, v in merged.items()}
-        return cls(**typed, parallelism=settings, validity=validity)
+        """From raw entry-point params (strings allowed); empty values mean 'not given'; a
+        ``preset``'s values first, the params given over them."""
+        preset = params.get("preset")
+        merged = {**(get_preset(str(preset)) if preset else {}), **params}
+        return config_from_params(cls, merged, "training")
 
     def as_params(self) -> dict[str, Any]:
         """Flat params for MLflow (parallelism and validity settings as their own keys)."""
@@ -168,9 +159,30 @@ def as_cli_params(params: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(item for k, v in params.items() if v != "" for item in (f"--{k}", str(v)))
 
 
+C = TypeVar("C")
+
+
+def config_from_params(cls: type[C], params: Mapping[str, Any], kind: str,
+                       parsers: Mapping[str, Callable[[Any], Any]] | None = None) -> C:
+    """An entry point's config (``TrainConfig``, ``InferConfig``) from its raw params, the one
+    way: empty values mean 'not given'; the parallelism and validity settings go to their
+    own values; an unknown name is refused with every valid one (``kind`` names the entry);
+    each value is typed by its field's default, or by ``parsers[name]``."""
+    given = {k: v for k, v in params.items() if v is not None and v != ""}
+    settings = pop_parallelism(given)
+    validity = ValidityThresholds.pop_from(given)
+    unknown = sorted(set(given) - ({f.name for f in fields(cls)} - NESTED))  # type: ignore[arg-type]
+    if unknown:
+        raise ConfigError(f"unknown {kind} parameter(s): {', '.join(unknown)}; valid: "
+                          f"{', '.join(sorted(accepted_params(cls)))}")
+    parsers = parsers or {}
+    typed = {k: parsers[k](v) if k in parsers else _coerce(k, v, cls) for k, v in given.items()}
+    return cls(**typed, parallelism=settings, validity=validity)
+
+
 def _coerce(name: str, value: Any, cls: type) -> Any:
     default = next(f.default for f in fields(cls) if f.name == name)
-    if name == "framework" or isinstance(default, str):
+    if default is MISSING or isinstance(default, str):  # a required name, or text
         return str(value)
     if isinstance(default, bool):
         return as_bool(name, value)

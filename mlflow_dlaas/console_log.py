@@ -1,11 +1,15 @@
-"""What our processes print: our own progress lines as plain text (``epoch 1: loss 0.2534
-...``); libraries' INFO chatter (MLflow's store and Projects notes, Optuna's trial lines,
-matplotlib's font cache) stays off the console unless :data:`VERBOSE_ENV` is set."""
+"""What our processes print, through one logger tree (``mlflow_dlaas.*``) with its console
+handler here: our own lines as plain text (``epoch 1: loss 0.2534 ...``), our warnings with
+their source; libraries' INFO chatter (MLflow's store and Projects notes, Optuna's trial
+lines, matplotlib's font cache) stays off the console unless :data:`VERBOSE_ENV` is set.
+A module says something with ``console(__name__).info(...)``; the only direct writes to
+stderr are the commands' one-line errors (``cli.py``, ``errors.exit_code_of``)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 
 #: Set (to anything but 0) to see every library's INFO lines and the measured worker's whole
 #: output on the console; the worker's output is always in the run's log artifact.
@@ -49,11 +53,47 @@ class _ConsoleFormatter(logging.Formatter):
         return super().format(record)
 
 
+#: the root of our logger tree
+TREE = "mlflow_dlaas"
+_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a line is written (a redirected or captured
+    stderr included), flushing each line."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: object) -> None:
+        pass
+
+
+def console(name: str) -> logging.Logger:
+    """The logger of module ``name`` (``__name__``; a module run as ``__main__`` joins the
+    tree as ``mlflow_dlaas.__main__``), whose lines reach stderr in any process of ours,
+    whether or not it configured logging: the tree's own handler writes them, once."""
+    tree = logging.getLogger(TREE)
+    if not any(isinstance(h, _Stderr) for h in tree.handlers):
+        handler = _Stderr()
+        handler.setFormatter(_ConsoleFormatter(_FORMAT))
+        tree.addHandler(handler)
+        tree.setLevel(logging.INFO)
+        tree.propagate = False  # written here once, not again by a root handler
+    return logging.getLogger(name if name.startswith(TREE) else f"{TREE}.{name}")
+
+
 def configure_console_logging() -> None:
     """Our INFO lines, plain, and every logger's warnings, with their source, to stderr;
     others' INFO lines too when :func:`verbose`."""
+    console(TREE)  # our tree writes its own lines
     handler = logging.StreamHandler()
-    handler.setFormatter(_ConsoleFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_ConsoleFormatter(_FORMAT))
     logging.basicConfig(level=logging.INFO if verbose() else logging.WARNING,
                         handlers=[handler])
     for name in _OURS:

@@ -51,8 +51,8 @@ from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.project_paths import PROJECTS_ENV as PROJECTS_ENV  # re-exported
 from mlflow_dlaas.project_paths import project_dir, projects_dir
 from mlflow_dlaas.redaction import redact_text, redact_uri
-from mlflow_dlaas.runs.lifecycle import end_run
-from mlflow_dlaas.runs.ownership import launcher_environment
+from mlflow_dlaas.store.ownership import launcher_environment
+from mlflow_dlaas.store.run_ending import end_run
 
 
 def use_this_python() -> None:

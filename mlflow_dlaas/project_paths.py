@@ -12,6 +12,9 @@ from pathlib import Path
 from mlflow_dlaas.errors import ConfigError
 
 PROJECTS_ENV = "MLFLOW_DLAAS_PROJECTS"
+#: the ``name:`` of the checkout's own MLproject (the demo job); each framework's is
+#: ``dlaas-<framework>``
+OWN_PROJECT_NAME = "mlflow-dlaas"
 
 
 def projects_dir() -> Path:
@@ -41,3 +44,25 @@ def project_dir(name: str) -> Path:
         have = ", ".join(sorted(p.parent.name for p in root.glob("*/MLproject")))
         raise ConfigError(f"no MLflow Project {name!r} in {root} (have: {have})")
     return root / name
+
+
+def is_our_project(uri: str) -> bool:
+    """Whether ``uri`` is a folder holding one of this package's MLflow Projects (the
+    checkout's own ``MLproject`` or a ``dlaas-<framework>`` one, wherever it was copied): an
+    ``MLproject`` whose ``name:`` is one of ours. A git URI or anything unreadable is not."""
+    import yaml
+
+    try:
+        declared = yaml.safe_load((Path(uri) / "MLproject").read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return False
+    name = declared.get("name") if isinstance(declared, dict) else None
+    return name == OWN_PROJECT_NAME or name in {f"dlaas-{f}" for f in _framework_projects()}
+
+
+def _framework_projects() -> frozenset[str]:
+    """The framework projects this package ships (``pytorch``, ``mxnet``, ...)."""
+    try:
+        return frozenset(p.parent.name for p in projects_dir().glob("*/MLproject"))
+    except ConfigError:
+        return frozenset()

@@ -1,6 +1,6 @@
 """One redaction for every string that leaves the process: tags, params, artifacts, console
 lines and error messages (MLflow's own "View run ... at:" links, which print the tracking URI
-as given, are switched off where it carries a password: ``runs.store_uri.quiet_run_links``).
+as given, are switched off where it carries a password: ``store.store_uri.quiet_run_links``).
 
 It hides URL credentials (``https://user:PW@host`` keeps the user), query strings of URIs,
 the values of ``KEY=VALUE`` / ``key: value`` pairs whose name looks like a secret

@@ -29,7 +29,7 @@ budget of 12 rounds that is 5 looks (rounds 8 to 12) at 1 % each.
   how many more rounds would decide (normal approximation from the differences' spread).
 
 ``benchmarks/sequential_rule.py`` prints the rule's error rate and power by simulation;
-``tests/test_sequential.py`` holds them to the bounds (docs/report.md).
+``tests/decide/test_sequential.py`` holds them to the bounds (docs/report.md).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from mlflow_dlaas.hardware import (
 )
 from mlflow_dlaas.launch import BUILT_ENVIRONMENTS, environment_lock
 from mlflow_dlaas.runs.schema import REASON_TAG
-from mlflow_dlaas.runs.store_lock import wait_for_sqlite_locks
-from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
+from mlflow_dlaas.store.store_lock import wait_for_sqlite_locks
+from mlflow_dlaas.store.store_uri import ACTIVE_ENV, TRACKING_ENV
 
 #: The suite's two workers share two cores. OpenMP threads that spin while they wait (the
 #: default policy of PyTorch's libgomp) collapse when two such processes run side by side:
@@ -255,7 +255,7 @@ def _xdist_group(item: pytest.Item) -> str | None:
 def _documented_command_folder(command: str) -> str | None:
     if not command:
         return None
-    from tests.test_documented_commands import RUN_AS_WRITTEN
+    from tests.project.test_documented_commands import RUN_AS_WRITTEN
 
     return RUN_AS_WRITTEN.get(command)
 

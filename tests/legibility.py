@@ -18,9 +18,10 @@ from mlflow_dlaas.runs.schema import ENV_TAG_PREFIX as TAG_PREFIX
 TRAINING_METRIC_BUDGET = 60
 INFERENCE_METRIC_BUDGET = 92
 #: The fingerprint's tags (the CPU, the versions); and every tag of ours on a run: MLflow's
-#: run page lists them all above the description in a window under 992 px wide.
+#: run page lists them all above the description in a window under 992 px wide (19 with
+#: the model source's kind, ``dlaas.model_source``, on an inference run).
 MAX_FINGERPRINT_TAGS = 4
-MAX_DLAAS_TAGS = 18
+MAX_DLAAS_TAGS = 19
 
 
 def assert_legible_in_the_ui(run: mlflow.entities.Run, *, max_metrics: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,13 +14,14 @@ from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 @dataclass(frozen=True)
 class InferenceOptions:
     """Runtime settings; each runtime refuses the ones it cannot honour."""
 
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (GPU) | int8
+    precision: Precision = Precision.FP32
     quantization: str = "dynamic"  # int8: dynamic | static (QDQ, calibrated)
     device: str = "cpu"
     graph_optimization_level: str = "all"  # ONNX Runtime: disable | basic | extended | all
@@ -27,6 +29,9 @@ class InferenceOptions:
     torch_compile: bool = False
     jit_compile: bool = False  # TensorFlow XLA
     parallelism: ParallelismSettings = ParallelismSettings()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", Precision.parse(self.precision))
 
 
 class InferenceRuntime(abc.ABC):
@@ -38,6 +43,36 @@ class InferenceRuntime(abc.ABC):
     #: The runtime's native library (a file-name prefix such as ``libtorch_cpu``): the
     #: library read-back resolves OpenMP entry points as it binds them.
     native_library: ClassVar[str] = ""
+    #: The precisions it serves, each with the devices it serves it on: asked (through
+    #: :meth:`refuse_unserved`) before any run starts, never found out in :meth:`prepare`.
+    precisions: ClassVar[Mapping[Precision, tuple[str, ...]]] = {Precision.FP32: ("cpu",)}
+    #: What to use instead, for a precision it does not serve (or not on the device asked).
+    instead: ClassVar[Mapping[Precision, str]] = {}
+    #: How it takes int8: dynamic (quantized as it runs) and / or static (QDQ, calibrated).
+    int8_quantizations: ClassVar[tuple[str, ...]] = ()
+    #: The precisions it serves a user's own model file at (as saved, by default).
+    user_file_precisions: ClassVar[tuple[Precision, ...] | None] = None
+
+    def refuse_unserved(self, options: InferenceOptions, *, user_file: bool = False) -> None:
+        """ConfigError, saying what to use instead, where this runtime does not serve
+        ``options``' precision on its device (or, for ``user_file``, at that precision)."""
+        precision, devices = options.precision, self.precisions.get(options.precision, ())
+        if options.device not in devices:
+            raise ConfigError(self.instead.get(precision) or (
+                f"the {self.name} runtime serves {precision} on {' or '.join(devices)} "
+                f"here, not {options.device}" if devices else
+                f"the {self.name} runtime does not serve {precision} (it serves "
+                f"{', '.join(self.precisions)})"))
+        if precision is Precision.INT8 and options.quantization not in self.int8_quantizations:
+            raise ConfigError(f"the {self.name} runtime takes int8 "
+                              f"{' or '.join(self.int8_quantizations)} quantized, not "
+                              f"{options.quantization}: add -P quantization="
+                              f"{self.int8_quantizations[0]}")
+        allowed = self.user_file_precisions
+        if user_file and allowed is not None and precision not in allowed:
+            raise ConfigError(f"the {self.name} runtime serves your own model file at "
+                              f"{', '.join(allowed)} (as saved); {precision} on your file goes "
+                              "through another runtime")
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:
         """Variables read at import (set before :meth:`load`); ConfigError for a library

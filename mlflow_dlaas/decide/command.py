@@ -4,7 +4,6 @@ rounds of only the configurations behind them until each is decided or the budge
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE as NOTE_TAG
 
+from mlflow_dlaas.console_log import console
 from mlflow_dlaas.decide.open_answers import Answers, OpenAnswer, answers_on, question_of
 from mlflow_dlaas.decide.rounds import Template, named, run_round
 from mlflow_dlaas.environment import this_host
@@ -20,11 +20,13 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.measured_process.lifeline import stop_on_signals
 from mlflow_dlaas.report.collect import collect_runs
 from mlflow_dlaas.report.command import refuse_nothing_to_compare
-from mlflow_dlaas.runs.lifecycle import end_run
-from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import ENTRY_TAG, ROLE_TAG
-from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.sequential import Budget, SequentialRule
+from mlflow_dlaas.store.ownership import owner_tags
+from mlflow_dlaas.store.run_ending import end_run
+from mlflow_dlaas.store.tracking import configure_tracking
+
+log = console(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def decide(*, experiment: str, budget: Budget, seed: int = 0, dry_run: bool = Fa
 
 
 def say(line: str) -> None:
-    print(f"mlflow-dlaas: {line}", file=sys.stderr, flush=True)
+    log.info(f"mlflow-dlaas: {line}")
 
 
 def _this_host_of(finished: pd.DataFrame) -> str:

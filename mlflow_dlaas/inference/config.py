@@ -9,27 +9,26 @@ from typing import Any
 
 from mlflow_dlaas.config import (
     NESTED,
-    accepted_params,
-    as_bool,
     as_int,
+    config_from_params,
     nested_params,
-    pop_parallelism,
     refuse_emulated_bf16,
 )
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.instance_layout import check_layout
 from mlflow_dlaas.inference.model_uri import ModelUri, parse_model_uri
-from mlflow_dlaas.inference.sources.text_model import (
+from mlflow_dlaas.inference.text_model import (
     TEXT_MODELS,
     TEXT_RUNTIMES,
     check_sequence_length,
 )
 from mlflow_dlaas.models import MODELS
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 from mlflow_dlaas.runs.validity import ValidityThresholds
 
 SCENARIOS = ("single_stream", "multi_stream", "offline", "server", "ensemble")
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")
+PRECISIONS = tuple(Precision)
 #: How int8 is made: weights ahead, activations at run time (dynamic), or both ahead,
 #: calibrated on the reference inputs (static, QDQ)
 QUANTIZATIONS = ("dynamic", "static")
@@ -65,7 +64,7 @@ class InferConfig:
     #: > 1: every scenario served by this many pinned copies (inference.instances)
     instances: int = 1
     cores_per_instance: int = 0  # 0: the usable cores split evenly between the instances
-    precision: str = "fp32"  # fp32 | bf16 (a CPU with native bf16, a GPU) | fp16 (GPU) | int8
+    precision: Precision = Precision.FP32  # bf16: a CPU with native bf16, or a GPU; fp16: a GPU
     quantization: str = "dynamic"  # int8: dynamic | static (QDQ, calibrated)
     device: str = "cpu"
     graph_optimization_level: str = "all"
@@ -81,6 +80,7 @@ class InferConfig:
     validity: ValidityThresholds = field(default_factory=ValidityThresholds)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", Precision.parse(self.precision))
         if isinstance(self.model_uri, str):  # the one place a model_uri's text is read
             parsed = parse_model_uri(self.model_uri) if self.model_uri.strip() else None
             object.__setattr__(self, "model_uri", parsed)
@@ -94,7 +94,7 @@ class InferConfig:
         bad = [s for s in self.scenarios if s not in SCENARIOS]
         if bad or not self.scenarios:
             raise ConfigError(f"scenarios: {bad or 'none'} not in {', '.join(SCENARIOS)}")
-        for name, valid in (("precision", PRECISIONS), ("ensemble_mode", ENSEMBLE_MODES),
+        for name, valid in (("ensemble_mode", ENSEMBLE_MODES),
                             ("device", ("cpu", "cuda")), ("quantization", QUANTIZATIONS)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"{name} must be one of {', '.join(valid)}, "
@@ -130,34 +130,11 @@ class InferConfig:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> InferConfig:
-        given = {k: v for k, v in params.items() if v is not None and v != ""}
-        settings = pop_parallelism(given)
-        validity = ValidityThresholds.pop_from(given)
-        unknown = sorted(set(given) - ({f.name for f in fields(cls)} - NESTED))
-        if unknown:
-            raise ConfigError(f"unknown inference parameter(s): {', '.join(unknown)}; valid: "
-                              f"{', '.join(sorted(accepted_params(cls)))}")
-        typed: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in given:
-                continue
-            value, default = given[f.name], f.default
-            if f.name == "batch_sizes":
-                typed[f.name] = tuple(as_int("batch_sizes", v) for v in str(value).split(","))
-            elif f.name == "scenarios":
-                typed[f.name] = tuple(s.strip() for s in str(value).split(",") if s.strip())
-            elif isinstance(default, bool):
-                typed[f.name] = as_bool(f.name, value)
-            elif isinstance(default, int):
-                typed[f.name] = as_int(f.name, value)
-            elif isinstance(default, float):
-                try:
-                    typed[f.name] = float(value)
-                except ValueError:
-                    raise ConfigError(f"{f.name} must be a number, got {value!r}") from None
-            else:
-                typed[f.name] = str(value)
-        config = cls(**typed, parallelism=settings, validity=validity)
+        """From raw entry-point params; runs of a served file are named by its model."""
+        config = config_from_params(cls, params, "inference", {
+            "batch_sizes": lambda v: tuple(as_int("batch_sizes", b) for b in str(v).split(",")),
+            "scenarios": lambda v: tuple(s.strip() for s in str(v).split(",") if s.strip())})
+        typed = {k for k, v in params.items() if v is not None and v != ""}
         if config.model_uri is not None and "model" not in typed:  # runs named by the model
             config = replace(config, model=config.model_uri.label)
         return config

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from mlflow_dlaas.runs.ownership import Owner
+from mlflow_dlaas.store.ownership import Owner
 
 #: Signals that stop a command the way Ctrl-C does (``timeout``, Kubernetes, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -8,8 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mlflow_dlaas.config import parse_cli_params
+from mlflow_dlaas.console_log import console
 from mlflow_dlaas.errors import DlaasError
 from mlflow_dlaas.measured_process.channel import WorkerChannel
+
+log = console(__name__)
 
 Work = Callable[[Mapping[str, str], WorkerChannel], Mapping[str, Any] | None]
 
@@ -23,7 +26,7 @@ def serve(name: str, argv: Sequence[str] | None, work: Work) -> int:
         result = work(parse_cli_params(sys.argv[1:] if argv is None else argv), channel)
     except DlaasError as e:
         channel.error(e)
-        print(f"mlflow-dlaas {name} worker: error: {e}", file=sys.stderr)
+        log.info(f"mlflow-dlaas {name} worker: error: {e}")
         return e.exit_code
     channel.result(**(result or {}))
     return 0

@@ -27,7 +27,7 @@ from urllib.request import url2pathname
 
 import mlflow
 
-from mlflow_dlaas.console_log import verbose
+from mlflow_dlaas.console_log import console, verbose
 from mlflow_dlaas.errors import WorkloadError, error_from_record
 from mlflow_dlaas.measured_process.channel import Checkpoints, Message, decode
 from mlflow_dlaas.measured_process.lifeline import stop_process_tree
@@ -37,12 +37,14 @@ from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
 from mlflow_dlaas.parallelism import available_cores
 from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.curation import curated_validity, headline_figures, split_details
-from mlflow_dlaas.runs.dataset_input import log_dataset_input
-from mlflow_dlaas.runs.lifecycle import log_new_params
 from mlflow_dlaas.runs.schema import (
     WORKER_KERNEL_CPU_TIME,
 )
 from mlflow_dlaas.runs.validity import ValidityVerdict, judge
+from mlflow_dlaas.store.dataset_input import log_dataset_input
+from mlflow_dlaas.store.lifecycle import log_new_params
+
+log = console(__name__)
 
 TAIL_LINES = 40
 #: the worker's last lines kept for the run's log (its console shows fewer: :data:`OWN_LINE`)
@@ -251,4 +253,4 @@ class _Supervision:
         try:
             mlflow.log_text(redact_text("".join(self.output)) or "(no output)\n", OUTPUT_ARTIFACT)
         except Exception as e:  # the run's outcome matters more than its log
-            print(f"mlflow-dlaas: could not log the worker's output: {e}", file=sys.stderr)
+            log.info(f"mlflow-dlaas: could not log the worker's output: {e}")

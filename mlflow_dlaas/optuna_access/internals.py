@@ -1,5 +1,5 @@
 """The Optuna internals this project needs, and why each has no public equivalent in
-Optuna 5 (tests/test_optuna_internals.py holds them against the installed release).
+Optuna 5 (tests/tuning/test_optuna_internals.py holds them against the installed release).
 
 - A study's storage (``Study._storage``): a trial's reason, a retry's grid point and the
   constraint values are written to the storage by trial id while the study runs; ``Study``

@@ -11,9 +11,9 @@ import optuna
 
 from mlflow_dlaas.errors import ConfigError, TrackingUnavailableError
 from mlflow_dlaas.redaction import redact_text, redact_uri
-from mlflow_dlaas.runs.database_bounds import bound_database_waits, connect_args
-from mlflow_dlaas.runs.store_lock import first_use_lock, sqlite_path, wait_for_sqlite_locks
-from mlflow_dlaas.runs.tracking import CONNECT_WITHIN_S, check_reachable
+from mlflow_dlaas.store.database_bounds import bound_database_waits, connect_args
+from mlflow_dlaas.store.store_lock import first_use_lock, sqlite_path, wait_for_sqlite_locks
+from mlflow_dlaas.store.tracking import CONNECT_WITHIN_S, check_reachable
 
 EMBEDDED_SQLITE = "optuna.db"
 EMBEDDED_JOURNAL = "optuna-journal.log"

@@ -23,8 +23,6 @@ from mlflow_dlaas.own_project.settings import (
 )
 from mlflow_dlaas.own_project.watch import OutsideWatch
 from mlflow_dlaas.redaction import redact_command, redact_text, redact_value
-from mlflow_dlaas.runs.lifecycle import deliver_held_writes
-from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     COMMAND_TAG,
     ENTRY_TAG,
@@ -35,7 +33,10 @@ from mlflow_dlaas.runs.schema import (
     REASON_TAG,
     WALL_TIME,
 )
-from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.store.experiments import ensure_experiment
+from mlflow_dlaas.store.lifecycle import deliver_held_writes
+from mlflow_dlaas.store.ownership import owner_tags
+from mlflow_dlaas.store.tracking import configure_tracking
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -24,6 +24,7 @@ import mlflow
 import psutil
 from mlflow.entities import Metric, RunTag
 
+from mlflow_dlaas.console_log import console
 from mlflow_dlaas.environment import as_tags, fingerprint
 from mlflow_dlaas.libraries.readback import mapped_files, parallel_libraries
 from mlflow_dlaas.libraries.settings import library_file
@@ -37,6 +38,8 @@ from mlflow_dlaas.redaction import redact_command
 from mlflow_dlaas.runs.curation import curated_validity, headline_figures
 from mlflow_dlaas.runs.schema import MAPPED_TAG, RUN_PHASE
 from mlflow_dlaas.runs.validity import ValidityThresholds, ValidityVerdict, judge
+
+log = console(__name__)
 
 READBACK_ARTIFACT = "libraries/readback.json"
 SUMMARY_ARTIFACT = "summary.json"
@@ -171,8 +174,8 @@ class OutsideWatch:
             self._guard.wait()
             left = stop_strays(self._ours | {self._pid})  # what it left running ends too
             if left:
-                print(f"mlflow-dlaas: stopped {len(left)} process(es) the command left "
-                      f"running: {'; '.join(left)}", file=sys.stderr)
+                log.info(f"mlflow-dlaas: stopped {len(left)} process(es) the command left "
+                         f"running: {'; '.join(left)}")
         if self._thread is not None:
             self._thread.join()
         result = None

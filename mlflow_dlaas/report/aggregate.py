@@ -24,10 +24,11 @@ def shown_settings(stats: pd.DataFrame) -> list[str]:
 
 
 def _restated(stats: pd.DataFrame, column: str) -> bool:
-    """A served training run's URI (``runs:/ID``): its ``model`` (``run-1a2b3c4d``) says it."""
-    if column != "params.model_uri" or "params.model" not in stats:
+    """A served training run's URI: its ``model`` (``run-1a2b3c4d``) says it."""
+    if column != "params.model_uri" or "params.model" not in stats \
+            or "model_source" not in stats:
         return False
-    return bool(stats[column].fillna("").astype(str).str.startswith("runs:/").all())
+    return bool(stats["model_source"].eq("training_run").all())
 
 
 def configuration_ids(rows: pd.DataFrame) -> pd.Series:
@@ -53,7 +54,8 @@ def aggregate(rows: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         return pd.DataFrame(columns=["config", "runs", "run_ids"])
     rows = rows.assign(config=configuration_ids(rows))
     grouped = rows.groupby("config", sort=False)
-    read_back = [c for c in rows.columns if c.startswith("params.in_force_")]
+    read_back = [c for c in rows.columns if c.startswith("params.in_force_")
+                 or c == "model_source"]
     settings = grouped[configuration_columns(rows) + read_back].first()  # shown beside them
     out = settings.assign(runs=grouped.size(), run_ids=grouped["run_id"].agg(list))
     stats = {}

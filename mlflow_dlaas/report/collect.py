@@ -20,6 +20,7 @@ from mlflow_dlaas.runs.schema import (
     ENV_TAG_PREFIX,
     FRAMEWORK_TAG,
     HOST_TAG,
+    MODEL_SOURCE_TAG,
     ORPHANED_TAG,
     OUTAGE_TAG,
     PROJECT_TAG,
@@ -48,7 +49,8 @@ TAG_COLUMNS = {ENTRY_TAG: "entry", FRAMEWORK_TAG: "framework",
                HOST_TAG: "host", f"{ENV_TAG_PREFIX}cpu_model": "cpu_model",
                ACCURACY_TAG: ACCURACY_COLUMN, REPLICATE_TAG: "replicate",
                DECIDE_SESSION_TAG: "decide_session", DECIDE_ROUND_TAG: "decide_round",
-               DECIDE_MAX_ROUNDS_TAG: "decide_max_rounds", OUTAGE_TAG: "store_outage"}
+               DECIDE_MAX_ROUNDS_TAG: "decide_max_rounds", OUTAGE_TAG: "store_outage",
+               MODEL_SOURCE_TAG: "model_source"}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from mlflow_dlaas.report.recommend import Recommendation, recommend_each_workloa
 from mlflow_dlaas.report.report import Ask, Workloads, build_report
 from mlflow_dlaas.report.screening import screen
 from mlflow_dlaas.runs.goals import parse_asks
-from mlflow_dlaas.runs.tracking import configure_tracking
+from mlflow_dlaas.store.tracking import configure_tracking
 
 
 @dataclass(frozen=True)

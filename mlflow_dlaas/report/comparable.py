@@ -83,12 +83,11 @@ def configuration_columns(rows: pd.DataFrame) -> list[str]:
 
 
 def _served_file(rows: pd.DataFrame) -> bool:
-    """Whether the runs serve a user's file or MLflow model (``model_uri`` not a training
-    run's ``runs:/``): then which file is part of the workload."""
-    if "params.model_uri" not in rows:
+    """Whether the runs serve a user's file or MLflow model (their ``model_source`` tag):
+    then which file is part of the workload."""
+    if "params.model_uri" not in rows or "model_source" not in rows:
         return False
-    uris = rows["params.model_uri"].dropna().astype(str)
-    return bool((uris.ne("") & ~uris.str.startswith("runs:/")).any())
+    return bool(rows["model_source"].eq("user_model").any())
 
 
 def row_keys(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
@@ -101,8 +100,9 @@ def row_keys(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
 
 def _workload_values(rows: pd.DataFrame) -> pd.DataFrame:
     """The workload columns, with a served training run's architecture as its model: the
-    ``model`` of an inference run that serves ``runs:/ID`` names that run (``run-1a2b3c4d``,
-    a factor: which framework trained the weights), its ``architecture`` the task's model."""
+    ``model`` of an inference run that serves a training run's model names that run
+    (``run-1a2b3c4d``, a factor: which framework trained the weights), its ``architecture``
+    the task's model."""
     frame = rows[workload_columns(rows)].astype(object)
     if "params.architecture" in frame and "params.model" in frame:
         named = frame["params.architecture"].fillna("").astype(str) != ""

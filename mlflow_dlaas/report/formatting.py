@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import math
+import re
+
+#: a URI whose path is one id (a training run's URI, for one)
+_ID_URI = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*:/+)(?P<id>[^/]+)")
 
 
 def setting_text(value: object, width: int | None = 32) -> str:
-    """A setting as shown: unset (empty or absent) params are the framework's default; a run
-    URI by its first 8 hex digits; a long path by its file name; anything else longer than
-    ``width`` characters shortened; every value in full where ``width`` is None."""
+    """A setting as shown: unset (empty or absent) params are the framework's default; a URI
+    that names an id (a training run's) by the id's first 8 characters; a long path by its
+    file name; anything else longer than ``width`` characters shortened; every value in full
+    where ``width`` is None."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
         return "default"
     if width is None:
         return str(value)
     text = short_number(str(value))
-    if text.startswith("runs:/") and len(text) > 14:
-        return text[:14] + "…"
+    uri = _ID_URI.fullmatch(text)
+    if uri and len(uri["id"]) > 8:
+        return f"{uri['scheme']}{uri['id'][:8]}…"
     if len(text) > width and "/" in text.rstrip("/"):
         tail = "…/" + text.rstrip("/").rsplit("/", 1)[1]
         if len(tail) <= width:

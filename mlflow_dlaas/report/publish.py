@@ -14,13 +14,13 @@ from mlflow_dlaas.errors import ReportIncompleteError
 from mlflow_dlaas.report.render_html import render_html
 from mlflow_dlaas.report.render_markdown import render_markdown
 from mlflow_dlaas.report.report import Report
-from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
     RECOMMENDATION_TAG_PREFIX,
     REPORT_SCOPE_TAG,
     ROLE_TAG,
 )
+from mlflow_dlaas.store.ownership import owner_tags
 
 ARTIFACT_DIR = "report"
 

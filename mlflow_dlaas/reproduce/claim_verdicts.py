@@ -20,255 +20,46 @@ take the finished, valid runs of one host.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from itertools import combinations
 
 import pandas as pd
 from scipy.stats import spearmanr
 
-from mlflow_dlaas.report.comparable import effect_between, match
-from mlflow_dlaas.report.derived import ENERGY_PER_1000, PEAK_MEMORY
-from mlflow_dlaas.report.effect import ALPHA, MIN_REPLICATES, Effect, Verdict, compare_runs
+from mlflow_dlaas.report.effect import ALPHA, MIN_REPLICATES, compare_runs
 from mlflow_dlaas.report.report import Workloads
-from mlflow_dlaas.runs import schema
+from mlflow_dlaas.reproduce.claim_parts import (
+    ACCURACY,
+    COPIES_MEMORY,
+    COPIES_THROUGHPUT,
+    CPU_PERCENT,
+    DEFAULTS,
+    DOES_NOT_HOLD,
+    ENERGY_1000,
+    HOLDS,
+    HYPER_PARAMETERS,
+    LIBRARY_SETTINGS,
+    MEMORY,
+    NOT_SEPARABLE,
+    P50,
+    RUNTIME_SETTINGS,
+    SATURATION_GAIN,
+    SHORT,
+    THROUGHPUT,
+    TRAIN_TIME,
+    ClaimVerdict,
+    Comparison,
+    Part,
+    by_system,
+    combine,
+    compare,
+    extremes,
+    fold,
+    levels_of,
+    part_all,
+    part_any,
+)
 
-HOLDS = "holds"
-DOES_NOT_HOLD = "does not hold"
-NOT_SEPARABLE = "not separable"
-NO_MEANINGFUL_DIFFERENCE = "no meaningful difference"
-NOT_MEASURABLE = "not measurable here"
-
-TRAIN_TIME = f"metrics.{schema.TRAIN_TIME}"
-ACCURACY = f"metrics.{schema.TEST_ACCURACY}"
-MEMORY = f"metrics.{PEAK_MEMORY}"
-CPU_PERCENT = f"metrics.{schema.TRAIN_MEAN_CPU}"
-P50 = f"metrics.{schema.P50_LATENCY}"
-THROUGHPUT = f"metrics.{schema.INFERENCE_THROUGHPUT}"
-ENERGY_1000 = f"metrics.{ENERGY_PER_1000}"
-COPIES_THROUGHPUT = f"metrics.{schema.scenario_key('ensemble', schema.THROUGHPUT)}"
-COPIES_MEMORY = f"metrics.ensemble/{schema.PHASE_PEAK_MEMORY}"
-HYPER_PARAMETERS = ("params.batch_size", "params.learning_rate")
-LIBRARY_SETTINGS = ("params.openmp_runtime", "params.allocator", "params.onednn")
-RUNTIME_SETTINGS = ("batch_size", "params.intra_op_threads", "params.graph_optimization_level",
-                    "params.precision")
-DEFAULTS = ("", "default")
-#: beyond this median gain from batch 64 to the largest batch, throughput still grows
-SATURATION_GAIN = 1.10
-#: per metric, how a ratio above 1 and one below 1 read in words ("1.20x slower")
-DIRECTION_WORDS = {TRAIN_TIME: ("slower", "faster"), P50: ("slower", "faster"),
-                   ACCURACY: ("more accurate", "less accurate"),
-                   MEMORY: ("more memory", "less memory"), CPU_PERCENT: ("more CPU", "less CPU"),
-                   THROUGHPUT: ("higher throughput", "lower throughput"),
-                   ENERGY_1000: ("more energy", "less energy"),
-                   COPIES_THROUGHPUT: ("higher throughput", "lower throughput"),
-                   COPIES_MEMORY: ("more memory", "less memory")}
-SHORT = {TRAIN_TIME: "train time", ACCURACY: "accuracy", MEMORY: "peak memory",
-         CPU_PERCENT: "CPU % while training", P50: "single-stream p50",
-         THROUGHPUT: "offline throughput", ENERGY_1000: "energy per 1,000 predictions",
-         COPIES_THROUGHPUT: "throughput of all copies", COPIES_MEMORY: "peak memory of all copies"}
-
-
-#: metrics where more is better (every other: less is better)
-HIGHER_IS_BETTER = (ACCURACY, THROUGHPUT, COPIES_THROUGHPUT)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One test: the runs of setting ``a`` against those of ``b`` on one metric, as an
-    effect (a ratio with its interval), or a correlation said in words."""
-
-    what: str  # "pytorch, train time: batch_size 256 vs 32"
-    metric: str
-    a: tuple[float, ...]
-    b: tuple[float, ...]
-    run_ids: tuple[str, ...]
-    effect: Effect | None = None
-    #: a test that is not a ratio (a rank correlation): its result in words, and whether it
-    #: separated
-    said: str = ""
-    correlated: bool = False
-
-    @property
-    def separated(self) -> bool:
-        return self.effect.verdict.decided if self.effect else self.correlated
-
-    @property
-    def small_effect(self) -> bool:
-        """The interval lies within the minimum effect."""
-        return self.effect is not None and self.effect.verdict is Verdict.NO_DIFFERENCE
-
-    @property
-    def ratio(self) -> float:
-        """``a`` over ``b`` (geometric means; NaN where either is missing)."""
-        return self.effect.ratio if self.effect else math.nan
-
-    @property
-    def direction(self) -> int:
-        """+1 when ``a`` is separated above ``b``, -1 below, 0 when not separated."""
-        if not self.separated or self.effect is None:
-            return 0
-        return 1 if self.effect.ratio > 1 else -1
-
-    def outcome(self) -> str:
-        """The comparison in the report's words, with its test."""
-        return self.effect.sentence() if self.effect else self.said
-
-
-@dataclass(frozen=True)
-class Part:
-    """One part of a claim, its outcome and the tests behind it."""
-
-    text: str
-    outcome: str  # HOLDS, DOES_NOT_HOLD or NOT_SEPARABLE
-    why: str
-    comparisons: tuple[Comparison, ...] = ()
-
-
-@dataclass(frozen=True)
-class ClaimVerdict:
-    """A claim's verdict, the reason in one sentence and its parts."""
-
-    verdict: str
-    reason: str
-    parts: tuple[Part, ...] = ()
-
-    @property
-    def run_ids(self) -> tuple[str, ...]:
-        """Every run a test used, once, in order."""
-        seen: dict[str, None] = {}
-        for part in self.parts:
-            for comparison in part.comparisons:
-                seen.update(dict.fromkeys(comparison.run_ids))
-        return tuple(seen)
-
-
-def combine(parts: Sequence[Part]) -> ClaimVerdict:
-    """Holds when every part holds, does not hold when any part does not, else not separable."""
-    if not parts:
-        return ClaimVerdict(NOT_SEPARABLE, "no valid runs to test: run the claim's study")
-    against = [p for p in parts if p.outcome == DOES_NOT_HOLD]
-    if against:
-        return ClaimVerdict(DOES_NOT_HOLD, "; ".join(f"{p.text}: {p.why}" for p in against),
-                       tuple(parts))
-    open_parts = [p for p in parts if p.outcome != HOLDS]
-    if open_parts:
-        small = all(p.outcome == NO_MEANINGFUL_DIFFERENCE for p in open_parts)
-        return ClaimVerdict(NO_MEANINGFUL_DIFFERENCE if small else NOT_SEPARABLE,
-                       "; ".join(f"{p.text}: {p.why}" for p in open_parts), tuple(parts))
-    return ClaimVerdict(HOLDS, "; ".join(f"{p.text}: {p.why}" for p in parts), tuple(parts))
-
-
-def compare(what: str, metric: str, a: pd.DataFrame, b: pd.DataFrame) -> Comparison:
-    """``a``'s runs against ``b``'s on ``metric`` (a ``metrics.*`` column)."""
-    got_a, ids_a = _values(a, metric)
-    got_b, ids_b = _values(b, metric)
-    return Comparison(what, metric, tuple(got_a), tuple(got_b), (*ids_a, *ids_b),
-                      effect_between(a, b, metric, lower_is_better=_lower_is_better(metric)))
-
-
-def _lower_is_better(metric: str) -> bool:
-    return metric not in HIGHER_IS_BETTER
-
-
-def _values(rows: pd.DataFrame, metric: str) -> tuple[list[float], list[str]]:
-    if metric not in rows or rows.empty:
-        return [], []
-    values = pd.to_numeric(rows[metric], errors="coerce")
-    kept = rows[values.notna()]
-    return [float(v) for v in values.dropna()], [str(r) for r in kept["run_id"]]
-
-
-def _median(values: Sequence[float]) -> float:
-    return float(pd.Series(list(values), dtype=float).median())
-
-
-def _levels(rows: pd.DataFrame, column: str) -> list[str]:
-    """The values of a setting, in numeric order where they are numbers."""
-    values = [str(v) for v in rows[column].dropna().unique()] if column in rows else []
-    return sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
-
-
-def _number(value: str) -> float | None:
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def _part_any(text: str, comparisons: list[Comparison], want: int | None = None) -> Part:
-    """Holds when a test separates in the wanted direction (either, for None); does not hold
-    when tests separate only against it; not separable when none separates."""
-    if not comparisons:
-        return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
-    good = [c for c in comparisons if c.direction != 0 and (want is None or c.direction == want)]
-    if good:
-        return Part(text, HOLDS, f"{good[0].what}, {_fold(good[0])}", tuple(comparisons))
-    bad = [c for c in comparisons if c.direction != 0]
-    if bad:
-        return Part(text, DOES_NOT_HOLD, f"{bad[0].what}, the other way: {_fold(bad[0])}",
-                    tuple(comparisons))
-    small = [c for c in comparisons if c.small_effect]
-    if small:
-        return Part(text, NO_MEANINGFUL_DIFFERENCE, f"{small[0].what}, {_fold(small[0])}",
-                    tuple(comparisons))
-    return Part(text, NOT_SEPARABLE, f"{comparisons[0].what}: {comparisons[0].outcome()}",
-                tuple(comparisons))
-
-
-def _part_all(text: str, groups: dict[str, list[Comparison]], want: int | None = None) -> Part:
-    """Holds when it holds in every group (framework, runtime); does not hold when it does
-    not in one; else not separable."""
-    if not groups:
-        return Part(text, NOT_SEPARABLE, "no two settings have counted runs to compare")
-    judged = {name: _part_any(text, found, want) for name, found in groups.items()}
-    comparisons = tuple(c for part in judged.values() for c in part.comparisons)
-    for outcome in (DOES_NOT_HOLD, NOT_SEPARABLE, NO_MEANINGFUL_DIFFERENCE):
-        failing = [p.why for p in judged.values() if p.outcome == outcome]
-        if failing:
-            return Part(text, outcome, "; ".join(failing), comparisons)
-    return Part(text, HOLDS, "; ".join(p.why for p in judged.values()), comparisons)
-
-
-def _fold(c: Comparison) -> str:
-    """The ratio with its direction in words: ``1.20x slower (separated ...)``."""
-    return f"{in_words(c.ratio, c.metric)} ({c.outcome()})"
-
-
-def in_words(ratio: float, metric: str) -> str:
-    """``ratio`` (a over b) as a person says it: ``1.20x slower`` for 1.2 on a time, ``1.25x
-    faster`` for 0.8; ``1.00x, equal``; a plain ``0.97x`` for a metric without words."""
-    if math.isnan(ratio) or ratio <= 0:
-        return f"{ratio:.2f}x"
-    up, down = DIRECTION_WORDS.get(metric, ("larger", "smaller"))
-    if round(ratio, 2) == 1.0:
-        return "1.00x, equal"
-    return f"{ratio:.2f}x {up}" if ratio > 1 else f"{1 / ratio:.2f}x {down}"
-
-
-def _by_system(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return {str(s): g for s, g in rows.groupby("system", sort=True)} if len(rows) else {}
-
-
-def _extremes(rows: pd.DataFrame, column: str, metric: str, system: str
-              ) -> Comparison | None:
-    """The largest level of ``column`` against the smallest, on ``metric``."""
-    levels = _levels(rows, column)
-    if len(levels) < 2:
-        return None
-    top, low = levels[-1], levels[0]
-    name = column.removeprefix("params.")
-    matching = match(rows.assign(**{column: rows[column].astype(str)}), column, [top], [low])
-    chosen = [r for c in matching.cells for r in c.chosen["run_id"]]
-    baseline = [r for c in matching.cells for r in c.baseline["run_id"]]
-    got_a, _ = _values(rows[rows["run_id"].isin(chosen)], metric)
-    got_b, _ = _values(rows[rows["run_id"].isin(baseline)], metric)
-    return Comparison(f"{system}, {SHORT.get(metric, metric)}: {name} {top} vs {low}", metric,
-                      tuple(got_a), tuple(got_b), (*chosen, *baseline),
-                      matching.effect(metric, lower_is_better=_lower_is_better(metric)))
-
-
-# --- training claims -----------------------------------------------------------------------
 
 def judge_presets(work: Workloads) -> ClaimVerdict:
     """Claim 1: one preset applied to every framework gives different accuracy and time (for
@@ -278,13 +69,13 @@ def judge_presets(work: Workloads) -> ClaimVerdict:
         return combine([])
     per_metric: dict[str, dict[str, list[Comparison]]] = {ACCURACY: {}, TRAIN_TIME: {}}
     for preset, rows in train.groupby("params.preset", sort=True):
-        for (x, a), (y, b) in combinations(_by_system(rows).items(), 2):
+        for (x, a), (y, b) in combinations(by_system(rows).items(), 2):
             for metric, groups in per_metric.items():
                 groups.setdefault(str(preset), []).append(compare(
                     f"preset {preset}, {SHORT[metric]}: {x} vs {y}", metric, a, b))
-    return combine([_part_all("the same preset gives different accuracy across frameworks",
+    return combine([part_all("the same preset gives different accuracy across frameworks",
                               per_metric[ACCURACY]),
-                    _part_all("the same preset gives different training time across "
+                    part_all("the same preset gives different training time across "
                               "frameworks", per_metric[TRAIN_TIME])])
 
 
@@ -294,9 +85,9 @@ def judge_hyperparameters(work: Workloads) -> ClaimVerdict:
     parts = []
     for metric in (TRAIN_TIME, ACCURACY):
         groups = {system: [c for column in HYPER_PARAMETERS
-                           if (c := _extremes(rows, column, metric, system)) is not None]
-                  for system, rows in _by_system(work.train).items()}
-        parts.append(_part_all(f"hyper-parameters change {SHORT[metric]}",
+                           if (c := extremes(rows, column, metric, system)) is not None]
+                  for system, rows in by_system(work.train).items()}
+        parts.append(part_all(f"hyper-parameters change {SHORT[metric]}",
                                {k: v for k, v in groups.items() if v}))
     parts.append(_effect_differs(work.train))
     return combine(parts)
@@ -306,8 +97,8 @@ def _effect_differs(train: pd.DataFrame) -> Part:
     """The frameworks' train-time ratios (largest over smallest level of the first varied
     hyper-parameter, paired by seed) told apart by the rank test."""
     text = "the effect on train time differs per framework"
-    column = next((c for c in HYPER_PARAMETERS if len(_levels(train, c)) > 1), None)
-    systems = _by_system(train)
+    column = next((c for c in HYPER_PARAMETERS if len(levels_of(train, c)) > 1), None)
+    systems = by_system(train)
     if column is None or len(systems) < 2:
         return Part(text, NOT_SEPARABLE, "needs one hyper-parameter varied in two frameworks")
     ratios = {name: _paired_ratios(rows, column) for name, rows in systems.items()}
@@ -315,15 +106,15 @@ def _effect_differs(train: pd.DataFrame) -> Part:
     for (x, (a, ids_a)), (y, (b, ids_b)) in combinations(ratios.items(), 2):
         comparisons.append(Comparison(
             f"train-time ratio of {column.removeprefix('params.')} "
-            f"{_levels(train, column)[-1]} vs {_levels(train, column)[0]}: {x} vs {y}",
+            f"{levels_of(train, column)[-1]} vs {levels_of(train, column)[0]}: {x} vs {y}",
             "ratio", tuple(a), tuple(b), (*ids_a, *ids_b),
             compare_runs(a, b, lower_is_better=True)))
-    return _part_any(text, comparisons)
+    return part_any(text, comparisons)
 
 
 def _paired_ratios(rows: pd.DataFrame, column: str) -> tuple[list[float], list[str]]:
     """Per seed: train time at the largest level over the smallest (replicate pairs)."""
-    levels = _levels(rows, column)
+    levels = levels_of(rows, column)
     if len(levels) < 2 or "params.seed" not in rows:
         return [], []
     values = rows[column].astype(str)
@@ -347,7 +138,7 @@ def judge_libraries(work: Workloads) -> ClaimVerdict:
     """Claim 3: configuring the parallel libraries improves training time, and the best
     setting differs per framework."""
     per_system: dict[str, list[Comparison]] = {}
-    for system, rows in _by_system(work.train).items():
+    for system, rows in by_system(work.train).items():
         for column in (c for c in LIBRARY_SETTINGS if c in rows):
             values = rows[column].fillna("").astype(str)
             base = rows[values.isin(DEFAULTS)]
@@ -356,7 +147,7 @@ def judge_libraries(work: Workloads) -> ClaimVerdict:
                     f"{system}, train time: {column.removeprefix('params.')}={value} vs "
                     "default", TRAIN_TIME, rows[values == value], base))
     every = [c for found in per_system.values() for c in found]
-    improves = _part_any("a library setting improves training time", every, want=-1)
+    improves = part_any("a library setting improves training time", every, want=-1)
     return combine([improves, _best_differs(per_system)])
 
 
@@ -381,7 +172,7 @@ def _best_differs(per_system: dict[str, list[Comparison]]) -> Part:
                 for c in found if _setting(c) == setting and c.direction == 1]
         if hurt:
             return Part(text, HOLDS, f"best in {system}: {setting}; {hurt[0].what}, "
-                        f"{_fold(hurt[0])}", every)
+                        f"{fold(hurt[0])}", every)
     if best and len(best) == len(per_system):
         return Part(text, DOES_NOT_HOLD, f"the same best everywhere: {listed}", every)
     return Part(text, NOT_SEPARABLE, "no framework's best setting is told apart from the "
@@ -398,16 +189,16 @@ def judge_resources(work: Workloads) -> ClaimVerdict:
     differ = []
     train = work.train
     column = "params.batch_size"
-    for level in _levels(train, column) or [None]:
+    for level in levels_of(train, column) or [None]:
         rows = train if level is None else train[train[column].astype(str) == level]
         where = "" if level is None else f" at batch_size {level}"
-        for (x, a), (y, b) in combinations(_by_system(rows).items(), 2):
+        for (x, a), (y, b) in combinations(by_system(rows).items(), 2):
             for metric in (MEMORY, CPU_PERCENT):
                 differ.append(compare(f"{SHORT[metric]}{where}: {x} vs {y}", metric, a, b))
-    grows = {system: [c] for system, rows in _by_system(train).items()
-             if (c := _extremes(rows, column, MEMORY, system)) is not None}
-    return combine([_part_any("resource use differs per framework", differ),
-                    _part_all("peak memory grows with the batch size", grows, want=1)])
+    grows = {system: [c] for system, rows in by_system(train).items()
+             if (c := extremes(rows, column, MEMORY, system)) is not None}
+    return combine([part_any("resource use differs per framework", differ),
+                    part_all("peak memory grows with the batch size", grows, want=1)])
 
 
 # --- inference claims ----------------------------------------------------------------------
@@ -417,24 +208,24 @@ def judge_runtime_settings(work: Workloads) -> ClaimVerdict:
     rows = work.inference
     parts = []
     for setting in RUNTIME_SETTINGS:
-        if len(_levels(rows, setting)) < 2:
+        if len(levels_of(rows, setting)) < 2:
             continue
         groups = {}
-        for system, found in _by_system(rows).items():
+        for system, found in by_system(rows).items():
             held = _others_at_first(found, setting)
             # peak memory is the run's: the same on each batch size's row of one run
             metrics = (P50, THROUGHPUT) if setting == "batch_size" else (P50, THROUGHPUT, MEMORY)
             groups[system] = [c for metric in metrics
-                              if (c := _extremes(held, setting, metric, system)) is not None]
+                              if (c := extremes(held, setting, metric, system)) is not None]
         name = setting.removeprefix("params.")
-        parts.append(_part_all(f"{name} changes latency, throughput or memory", groups))
+        parts.append(part_all(f"{name} changes latency, throughput or memory", groups))
     return combine(parts)
 
 
 def _others_at_first(rows: pd.DataFrame, setting: str) -> pd.DataFrame:
     """The rows whose other runtime settings are at their first level (one thing varies)."""
     for other in RUNTIME_SETTINGS:
-        levels = _levels(rows, other)
+        levels = levels_of(rows, other)
         if other != setting and len(levels) > 1:
             rows = rows[rows[other].astype(str) == levels[0]]
     return rows
@@ -444,7 +235,7 @@ def judge_runtimes(work: Workloads) -> ClaimVerdict:
     """Claim 6: ONNX Runtime fastest at small batches; throughput saturates around batch
     32-64; OpenVINO best on CPU."""
     rows = _others_at_first(work.inference, "batch_size")
-    batches = [int(float(b)) for b in _levels(rows, "batch_size")]
+    batches = [int(float(b)) for b in levels_of(rows, "batch_size")]
     parts = []
     if batches:
         small = rows[rows["batch_size"] == batches[0]]
@@ -459,17 +250,17 @@ def judge_runtimes(work: Workloads) -> ClaimVerdict:
 
 def _leader(text: str, leader: str, rows: pd.DataFrame, metric: str, want: int) -> Part:
     """``leader`` separated ahead of every other runtime on ``metric``."""
-    systems = _by_system(rows)
+    systems = by_system(rows)
     if leader not in systems or len(systems) < 2:
         return Part(text, NOT_SEPARABLE, f"needs {leader} and another runtime measured")
     found = [compare(f"{SHORT[metric]}: {leader} vs {other}", metric, systems[leader], runs)
              for other, runs in systems.items() if other != leader]
     ahead = [c for c in found if c.direction == -want]
     if ahead:
-        return Part(text, DOES_NOT_HOLD, f"{ahead[0].what}, behind: {_fold(ahead[0])}",
+        return Part(text, DOES_NOT_HOLD, f"{ahead[0].what}, behind: {fold(ahead[0])}",
                     tuple(found))
     if all(c.direction == want for c in found):
-        return Part(text, HOLDS, "; ".join(f"{c.what} {_fold(c)}" for c in found), tuple(found))
+        return Part(text, HOLDS, "; ".join(f"{c.what} {fold(c)}" for c in found), tuple(found))
     open_ = next(c for c in found if c.direction != want)
     return Part(text, NOT_SEPARABLE, f"{open_.what}: {open_.outcome()}", tuple(found))
 
@@ -481,7 +272,7 @@ def _saturates(rows: pd.DataFrame, batches: list[int]) -> Part:
     if not {32, 64} <= set(batches) or batches[0] >= 32 or batches[-1] <= 64:
         return Part(text, NOT_SEPARABLE, "needs batch sizes below 32, 32, 64 and above 64")
     per, found = [], []
-    for system, runs in _by_system(rows).items():
+    for system, runs in by_system(rows).items():
         at = {b: runs[runs["batch_size"] == b] for b in (batches[0], 32, 64, batches[-1])}
         grows = compare(f"{system}, {SHORT[THROUGHPUT]}: batch 32 vs {batches[0]}",
                         THROUGHPUT, at[32], at[batches[0]])
@@ -489,9 +280,9 @@ def _saturates(rows: pd.DataFrame, batches: list[int]) -> Part:
                          THROUGHPUT, at[batches[-1]], at[64])
         found += [grows, beyond]
         if beyond.direction == 1 and beyond.ratio >= SATURATION_GAIN:
-            per.append((DOES_NOT_HOLD, f"{system} still grows past 64: {_fold(beyond)}"))
+            per.append((DOES_NOT_HOLD, f"{system} still grows past 64: {fold(beyond)}"))
         elif grows.direction == 1 and beyond.ratio < SATURATION_GAIN:
-            per.append((HOLDS, f"{system}: up to 32 {_fold(grows)}, past 64 "
+            per.append((HOLDS, f"{system}: up to 32 {fold(grows)}, past 64 "
                                f"{beyond.ratio:.2f}x"))
         else:
             per.append((NOT_SEPARABLE, f"{system}: up to 32 {grows.outcome()}, past 64 "
@@ -508,17 +299,17 @@ def judge_copies(work: Workloads) -> ClaimVerdict:
     and copy mode, the most copies against the fewest)."""
     runs = work.all[work.all["entry"] == "infer"] if len(work.all) else work.all
     throughput, memory = {}, {}
-    for system, rows in _by_system(runs).items():
+    for system, rows in by_system(runs).items():
         modes = rows.groupby(rows["params.ensemble_mode"].astype(str)) \
             if "params.ensemble_mode" in rows else [("", rows)]
         for mode, group in modes:
             name = f"{system} {mode}".strip()
             for metric, found in ((COPIES_THROUGHPUT, throughput), (COPIES_MEMORY, memory)):
-                c = _extremes(group, "params.ensemble_size", metric, name)
+                c = extremes(group, "params.ensemble_size", metric, name)
                 if c is not None:
                     found[name] = [c]
-    return combine([_part_all("more copies serve more samples per second", throughput, want=1),
-                    _part_all("more copies take more memory", memory, want=1)])
+    return combine([part_all("more copies serve more samples per second", throughput, want=1),
+                    part_all("more copies take more memory", memory, want=1)])
 
 
 def judge_energy(work: Workloads) -> ClaimVerdict:

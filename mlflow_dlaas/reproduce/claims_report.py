@@ -18,11 +18,11 @@ from mlflow_dlaas.report.effect import ALPHA, MIN_EFFECT, MIN_REPLICATES
 from mlflow_dlaas.report.plots import Plot, draw, log_scale, missing
 from mlflow_dlaas.report.publish import ARTIFACT_DIR
 from mlflow_dlaas.report.render_html import STYLE
-from mlflow_dlaas.reproduce.claim_verdicts import MEMORY, SATURATION_GAIN, Comparison
+from mlflow_dlaas.reproduce.claim_parts import MEMORY, SATURATION_GAIN, Comparison
 from mlflow_dlaas.reproduce.runner import ClaimResult
-from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import CLAIM_TAG_PREFIX, ENTRY_TAG, REPORT_SCOPE_TAG, ROLE_TAG
 from mlflow_dlaas.runs.ui_links import run_url
+from mlflow_dlaas.store.ownership import owner_tags
 
 #: evidence links shown per claim in the summary table (all are in the claim's section)
 SUMMARY_LINKS = 6

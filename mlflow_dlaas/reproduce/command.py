@@ -23,7 +23,8 @@ from mlflow_dlaas.reproduce.runner import (
     run_steps,
     stderr,
 )
-from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
+from mlflow_dlaas.store.experiments import ensure_experiment
+from mlflow_dlaas.store.tracking import configure_tracking
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,19 +11,18 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
+from mlflow_dlaas.console_log import console
 from mlflow_dlaas.errors import ConfigError, DlaasError, SourceUnavailable
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.report.collect import collect_runs
 from mlflow_dlaas.report.report import Workloads
 from mlflow_dlaas.report.screening import counts_toward_winner, screen
-from mlflow_dlaas.reproduce.claim_verdicts import (
-    JUDGES,
-    NOT_MEASURABLE,
-    NOT_SEPARABLE,
-    ClaimVerdict,
-)
+from mlflow_dlaas.reproduce.claim_parts import NOT_MEASURABLE, NOT_SEPARABLE, ClaimVerdict
+from mlflow_dlaas.reproduce.claim_verdicts import JUDGES
 from mlflow_dlaas.reproduce.claims import Claim
 from mlflow_dlaas.tuning.spec import StudySpec, load_spec
+
+log = console(__name__)
 
 #: The claims' study specs: inside an installed wheel, else the checkout's examples/reproduce.
 PACKAGED_SPECS = Path(__file__).resolve().parent / "specs"
@@ -223,4 +221,4 @@ def _studies(steps: list[Step]) -> str:
 
 
 def stderr(line: str) -> None:
-    print(f"mlflow-dlaas: {line}", file=sys.stderr, flush=True)
+    log.info(f"mlflow-dlaas: {line}")

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.figures import significant
 
 SECTION = "Headline"
 BYTES_PER_MEGABYTE = 1e6
@@ -325,6 +324,11 @@ WARNING_TAG = "dlaas.warning"
 MODEL_FLAVOR_TAG = "dlaas.model_flavor"
 #: Set where a pickled module was loaded because the user said they trust it
 TRUSTED_PICKLE_TAG = "dlaas.trusted_pickle"
+#: Where an inference run's model came from: one of :data:`MODEL_SOURCES`
+MODEL_SOURCE_TAG = "dlaas.model_source"
+#: fresh: an architecture with random weights; training_run: a training run's model
+#: (``runs:/ID``); user_model: the user's file or MLflow model; text_model: built here
+MODEL_SOURCES = ("fresh", "training_run", "user_model", "text_model")
 #: Which peak the run was held against (measured ceiling, or nominal), or why none
 PEAK_TAG = "dlaas.peak"
 #: "not measured (synthetic data)" where the data's labels are random
@@ -415,12 +419,6 @@ def inference_headline(metrics: Mapping[str, float]) -> dict[str, float]:
         if source in metrics:
             points[key] = metrics[source]
     return points
-
-
-def headline_text(metrics: Mapping[str, float]) -> dict[str, str]:
-    """The run's headline figures, labelled and formatted, in reading order."""
-    return {label: f"{significant(metrics[key])} {unit}".rstrip()
-            for key, (label, unit) in LABELS.items() if key in metrics}
 
 
 _BYTES = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20, "gib": 2**30}

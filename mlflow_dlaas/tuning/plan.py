@@ -15,7 +15,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from mlflow_dlaas.decidable import ALPHA, fewest_runs_per_side
 from mlflow_dlaas.errors import ConfigError
-from mlflow_dlaas.inference.sources.text_model import TEXT_MODELS
+from mlflow_dlaas.inference.text_model import TEXT_MODELS
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.redaction import redact_uri

@@ -11,7 +11,6 @@ measurements are the retry's to make) and none stays RUNNING.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterable
 
@@ -19,14 +18,17 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from mlflow_dlaas.console_log import console
 from mlflow_dlaas.measured_process.lifeline import stop_process_tree
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.redaction import redact_text
-from mlflow_dlaas.runs.lifecycle import end_run
-from mlflow_dlaas.runs.ownership import Owner
 from mlflow_dlaas.runs.schema import ORPHANED_TAG, REASON_TAG
+from mlflow_dlaas.store.ownership import Owner
+from mlflow_dlaas.store.run_ending import end_run
 from mlflow_dlaas.tuning.delivery import DELIVERED_FROM_ATTR
 from mlflow_dlaas.tuning.grid import GIVEN_UP_ATTR, OUTAGE_ATTR, POINT_ATTR
+
+log = console(__name__)
 
 HEARTBEAT_ATTR = "dlaas_heartbeat"
 OWNER_ATTR = "dlaas_owner"
@@ -94,9 +96,8 @@ def give_up(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
     if params:  # else it was stopped inside ask() with nothing drawn: the sampler draws anew
         study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
     orphan_runs(trial.user_attrs.get(RUN_IDS_ATTR, []), reason)
-    print(f"mlflow-dlaas: trial {trial.number} failed: {reason}; "
-          f"{'it will be retried' if params else 'its settings will be drawn anew'}",
-          file=sys.stderr)
+    log.info(f"mlflow-dlaas: trial {trial.number} failed: {reason}; "
+             f"{'it will be retried' if params else 'its settings will be drawn anew'}")
     return True
 
 

@@ -11,13 +11,15 @@ container on the same machine with a host name of its own is not seen.
 from __future__ import annotations
 
 import socket
-import sys
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.runs.ownership import Owner
+from mlflow_dlaas.console_log import console
+from mlflow_dlaas.store.ownership import Owner
 from mlflow_dlaas.tuning.recovery import OWNER_ATTR
+
+log = console(__name__)
 
 
 def trials_beside(study: optuna.Study, trial_number: int) -> list[tuple[FrozenTrial, Owner]]:
@@ -46,8 +48,8 @@ class SharedMachineNotice:
             return
         self._said = True
         others = ", ".join(f"trial {t.number} ({o.describe()})" for t, o in beside)
-        print(f"mlflow-dlaas: warning: trial {trial_number} runs on this machine beside {others} "
-              f"of another worker of this study: their measurements share its cores and each "
-              f"run's validity verdict will say so; for clean figures run one worker per "
-              f"machine, or measure the wait policy (omp_wait_policy: [active, passive]; "
-              f"docs/libraries.md)", file=sys.stderr)
+        log.info(f"mlflow-dlaas: warning: trial {trial_number} runs on this machine beside "
+                 f"{others} of another worker of this study: their measurements share its "
+                 "cores and each run's validity verdict will say so; for clean figures run one "
+                 "worker per machine, or measure the wait policy (omp_wait_policy: [active, "
+                 "passive]; docs/libraries.md)")

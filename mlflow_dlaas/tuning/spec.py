@@ -19,16 +19,20 @@ from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.launch import ProjectEntry, projects_dir, read_project
 from mlflow_dlaas.optuna_access.pruners import PRUNERS
 from mlflow_dlaas.own_project.settings import OUTSIDE_SETTINGS, split_settings
-from mlflow_dlaas.redaction import holds_secret
 from mlflow_dlaas.runs.goals import Bound, Goal, bound, goal
 from mlflow_dlaas.runs.schema import EPOCH_TEST_ACCURACY, check_run_name
 from mlflow_dlaas.sequential import Budget
+from mlflow_dlaas.tuning.search_space import (
+    Dimension,
+    parse_space,
+    refuse_huge_grid,
+    refuse_secret,
+    samples,
+)
 
 ENTRY_POINTS = ("train", "infer")
 SAMPLERS = ("tpe", "nsga2", "gp", "grid", "random")
 ENV_MANAGERS = ("local", "virtualenv", "uv")
-#: the largest magnitude an int range may reach (a batch size of 10^300 trains nothing)
-MAX_INT_BOUND = 2**31 - 1
 #: vary: replicate r of a trial runs with the trial's seed + r; fixed: all with the trial's seed.
 REPLICATE_SEEDS = ("vary", "fixed")
 #: The seed the train and infer entry points use when none is given.
@@ -40,28 +44,12 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "train": TrainConfig.from_params, "infer": InferConfig.from_params}
 #: The param naming the project's framework, given by the project itself, never by a spec.
 PROJECT_PARAM = {"train": "framework", "infer": "runtime"}
-#: the most points a grid study may have (each is at least one measured run), counted from
-#: the spec before any point is made
-MAX_GRID_POINTS = 10_000
 #: the most trials and replicates a spec may ask for, checked before anything is made (a
 #: billion replicates planned 50 million minutes and started)
 MAX_COUNTS = {"n_trials": 100_000, "replicates": 1_000}
 TOP_KEYS = {"name", "entry_point", "frameworks", "project", "fixed", "search_space", "objectives",
             "constraints", "sampler", "pruner", "n_trials", "timeout_s", "trial_timeout_s",
             "replicates", "replicate_seeds", "env_manager", "seed", "experiment", "decide"}
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One searched parameter."""
-
-    name: str
-    kind: str  # float | int | categorical
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
-    step: float | None = None
-    choices: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,7 +171,7 @@ def parse_spec(raw: Any, *, default_name: str = "study", folder: Path | None = N
             raise ConfigError(f"study spec: frameworks: unknown {entry} project {fw!r}; "
                               f"valid for entry_point {entry}: {', '.join(sorted(known))}")
     fixed = _fixed(raw)
-    space = _space(raw)
+    space = parse_space(raw)
     overlap = sorted(set(fixed) & {d.name for d in space})
     if overlap:
         raise ConfigError(f"study spec: {', '.join(overlap)} is both fixed and searched; "
@@ -208,7 +196,7 @@ def _project_spec(raw: Mapping[str, Any], default_name: str, folder: Path) -> St
     entry_point = str(raw.get("entry_point") or "main")
     entry = read_project(uri, entry_point)
     fixed = _fixed(raw)
-    space = _space(raw)
+    space = parse_space(raw)
     _check_project_params(entry, fixed, space)
     common = _common(raw, default_name, space)
     if common["pruner"] != "none":
@@ -260,10 +248,10 @@ def _check_project_params(entry: ProjectEntry, fixed: Mapping[str, Any],
     if missing:
         raise ConfigError(f"study spec: {', '.join(missing)}: required by {entry.uri} (no "
                           "default); give it under fixed or search_space")
-    first = {d.name: _samples(d)[0] for d in space}
+    first = {d.name: samples(d)[0] for d in space}
     for where, params in [("fixed", fixed), *((f"search_space.{d.name}={v!r}",
                                                {**fixed, **first, d.name: v})
-                                              for d in space for v in _samples(d))]:
+                                              for d in space for v in samples(d))]:
         try:
             split_settings(params)
         except ConfigError as e:
@@ -274,7 +262,7 @@ def _check_accuracy_is_measured(fixed: Mapping[str, Any], space: tuple[Dimension
                                 common: Mapping[str, Any]) -> None:
     """An accuracy goal on a data set with random labels is refused before any run."""
     datasets = {fixed.get("dataset")} | {v for d in space if d.name == "dataset"
-                                         for v in _samples(d)}
+                                         for v in samples(d)}
     synthetic = sorted(str(d) for d in datasets & RANDOM_LABEL_DATASETS)
     goals = [*common["objectives"], *common["constraints"]]
     asked = sorted({g.metric for g in goals if "accuracy" in g.metric})
@@ -303,7 +291,7 @@ def _common(raw: Mapping[str, Any], default_name: str, space: tuple[Dimension, .
                 raise ConfigError(f"study spec: search_space.{d.name}: the grid sampler needs "
                                   "categorical choices or a step")
         searched = raw.get("frameworks")
-        _refuse_huge_grid(space, len(searched) if isinstance(searched, list) else 1)
+        refuse_huge_grid(space, len(searched) if isinstance(searched, list) else 1)
     n_trials = _positive_int(raw, "n_trials", 10 if raw.get("timeout_s") is None else None)
     timeout_s = _positive_number(raw, "timeout_s", None)
     name = str(raw.get("name") or default_name)
@@ -393,25 +381,10 @@ def _check_params(entry: str, frameworks: Sequence[str], fixed: Mapping[str, Any
                 raise ConfigError(f"study spec: {where}: {e}") from None
 
     check("fixed", fixed)
-    first = {d.name: _samples(d)[0] for d in space}
+    first = {d.name: samples(d)[0] for d in space}
     for d in space:
-        for value in _samples(d):
+        for value in samples(d):
             check(f"search_space.{d.name}={value!r}", {**fixed, **first, d.name: value})
-
-
-def _samples(d: Dimension) -> tuple[Any, ...]:
-    """Values that stand for a dimension: every choice; the bounds and a middle value, off
-    whole numbers for a float range (so a float range on an integer parameter is caught)."""
-    if d.kind == "categorical":
-        return d.choices
-    if d.kind == "int":
-        return int(d.low), int(d.high)
-    middle = (d.low + d.high) / 2
-    if d.step is not None:
-        middle = d.low + d.step * math.floor((d.high - d.low) / d.step / 2)
-    elif d.low < math.floor(middle) + 0.5 < d.high:
-        middle = math.floor(middle) + 0.5
-    return d.low, middle, d.high
 
 
 def _check_names(name: str, experiment: str | None) -> None:
@@ -446,61 +419,6 @@ def _check_seed(fixed: Mapping[str, Any], space: tuple[Dimension, ...]) -> None:
 
 def _is_whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _dimension(name: str, d: Any) -> Dimension:
-    where = f"search_space.{name}"
-    if isinstance(d, list):  # shorthand: a list is a categorical choice
-        d = {"type": "categorical", "choices": d}
-    if not isinstance(d, Mapping):
-        raise ConfigError(f"study spec: {where}: give a mapping such as "
-                          "{type: int, low: 1, high: 4} or a list of choices")
-    kind = d.get("type")
-    if kind == "categorical":
-        choices = d.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise ConfigError(f"study spec: {where}.choices: give a non-empty list")
-        if not all(c is None or isinstance(c, bool | int | float | str) for c in choices):
-            raise ConfigError(f"study spec: {where}.choices: each choice must be a number, "
-                              "string, true/false or null (write a list as '1,8,32')")
-        return Dimension(name, kind, choices=tuple(choices))
-    if kind not in ("float", "int"):
-        raise ConfigError(f"study spec: {where}.type: {kind!r} is not one of float, int, "
-                          "categorical")
-    low, high = (_finite(d.get(k), f"{where}.{k}") for k in ("low", "high"))
-    if not low < high:
-        raise ConfigError(f"study spec: {where}: low ({low}) must be below high ({high})")
-    log = d.get("log", False)
-    if not isinstance(log, bool):
-        raise ConfigError(f"study spec: {where}.log: write true or false (unquoted), got "
-                          f"{log!r}")
-    if log and low <= 0:
-        raise ConfigError(f"study spec: {where}: log scale needs low > 0")
-    step = None if d.get("step") is None else _finite(d["step"], f"{where}.step")
-    if step is not None and step <= 0:
-        raise ConfigError(f"study spec: {where}.step: must be > 0, got {step:g}")
-    if kind == "int" and (not low.is_integer() or not high.is_integer()):
-        raise ConfigError(f"study spec: {where}: int bounds must be integers")
-    if kind == "int" and max(abs(low), abs(high)) > MAX_INT_BOUND:
-        raise ConfigError(f"study spec: {where}: int bounds must lie within "
-                          f"±{MAX_INT_BOUND:,}, got {low:g} to {high:g}")
-    return Dimension(name, kind, low, high, log, step)
-
-
-def _finite(value: Any, where: str) -> float:
-    """``value`` as a finite number, else a one-line error naming ``where``. A numeric
-    string counts (YAML reads ``1e-4``, without a dot, as one)."""
-    number = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number):
-        raise ConfigError(f"study spec: {where}: must be a finite number, got {value!r}")
-    return number
 
 
 def _objective(index: int, o: Any) -> Goal:
@@ -562,27 +480,6 @@ def _positive_number(raw: Mapping[str, Any], key: str, default: float | None) ->
     return float(value)
 
 
-def grid_size(space: tuple[Dimension, ...], frameworks: int = 1) -> int:
-    """How many points the grid over ``space`` has (times the frameworks searched), counted
-    without making them."""
-    size = max(frameworks, 1)
-    for d in space:
-        if d.kind == "categorical":
-            size *= len(d.choices)
-        else:
-            size *= int(math.floor((d.high - d.low) / d.step + 1e-9)) + 1
-    return size
-
-
-def _refuse_huge_grid(space: tuple[Dimension, ...], frameworks: int) -> None:
-    size = grid_size(space, frameworks)
-    if size > MAX_GRID_POINTS:
-        shape = " x ".join(str(grid_size((d,))) for d in space)
-        raise ConfigError(f"study spec: the grid has {size:,} points ({shape}), more than the "
-                          f"{MAX_GRID_POINTS:,} a grid study may have; widen the steps, list "
-                          "fewer choices, or use sampler: tpe or random with n_trials")
-
-
 def _fixed(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     """``fixed``: a mapping of parameter names to values."""
     fixed = raw.get("fixed") or {}
@@ -590,28 +487,7 @@ def _fixed(raw: Mapping[str, Any]) -> Mapping[str, Any]:
         raise ConfigError("study spec: fixed: give a mapping of parameter name to value, e.g. "
                           "{epochs: 2}")
     for name, value in fixed.items():
-        _refuse_secret(f"fixed.{name}", name, value)
+        refuse_secret(f"fixed.{name}", name, value)
     return fixed
 
 
-def _refuse_secret(where: str, name: str, value: Any) -> None:
-    """A credential in a spec would be logged (MLflow logs every parameter of a run, and the
-    study's storage and report keep them): refused, with where to put it instead."""
-    if holds_secret(name, value):
-        raise ConfigError(f"study spec: {where}: looks like a credential, and every parameter "
-                          "is stored in plain text (run params, the study's storage, the "
-                          "report); pass it to your code through an environment variable "
-                          "instead, and keep it out of the spec")
-
-
-def _space(raw: Mapping[str, Any]) -> tuple[Dimension, ...]:
-    """``search_space``: a mapping of parameter names to their ranges or choices."""
-    space = raw.get("search_space") or {}
-    if not isinstance(space, Mapping) or not all(isinstance(k, str) for k in space):
-        raise ConfigError("study spec: search_space: give a mapping of parameter name to "
-                          "choices or a range, e.g. {batch_size: [32, 64]}")
-    dimensions = tuple(_dimension(name, d) for name, d in space.items())
-    for d in dimensions:
-        for value in _samples(d):
-            _refuse_secret(f"search_space.{d.name}", d.name, value)
-    return dimensions

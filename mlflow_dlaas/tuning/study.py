@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -17,9 +16,8 @@ from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE as NOTE_TAG
 from optuna.trial import TrialState
 
-from mlflow_dlaas.console_log import verbose
-from mlflow_dlaas.errors import ConfigError, StoreMismatchError
-from mlflow_dlaas.figures import significant
+from mlflow_dlaas.console_log import console, verbose
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
@@ -32,9 +30,6 @@ from mlflow_dlaas.own_project.settings import (
 )
 from mlflow_dlaas.own_project.watch import OutsideWatch
 from mlflow_dlaas.project_paths import projects_dir
-from mlflow_dlaas.redaction import redact_uri
-from mlflow_dlaas.runs.lifecycle import end_run, set_shared_tags
-from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
     PROJECT_TAG,
@@ -46,8 +41,11 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NAME_TAG,
     TRIAL_NUMBER_TAG,
 )
-from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment
 from mlflow_dlaas.runs.ui_links import run_url
+from mlflow_dlaas.store.experiments import ensure_experiment
+from mlflow_dlaas.store.ownership import owner_tags
+from mlflow_dlaas.store.run_ending import end_run
+from mlflow_dlaas.store.tracking import configure_tracking
 from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
 from mlflow_dlaas.tuning.delivery import (
     DELIVERED_FROM_ATTR,
@@ -55,21 +53,20 @@ from mlflow_dlaas.tuning.delivery import (
     delivered_outcomes,
 )
 from mlflow_dlaas.tuning.feasibility import (
-    best_trials,
     closest_infeasible,
     describe_violations,
-    is_feasible,
     record_constraints,
 )
 from mlflow_dlaas.tuning.grid import OUTAGE_ATTR, SKIPPED_ATTR, GridByValue
 from mlflow_dlaas.tuning.measurable import skip_reason, skipped_text, skipped_trials
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
+from mlflow_dlaas.tuning.parent_run import claim_parent, parent_run
+from mlflow_dlaas.tuning.progress import Progress, grid_coverage, next_step
 from mlflow_dlaas.tuning.recovery import (
     HEARTBEAT_ATTR,
     OWNER_ATTR,
     REASON_ATTR,
     RUN_IDS_ATTR,
-    counts,
     give_up,
     recover_stale_trials,
 )
@@ -86,12 +83,12 @@ from mlflow_dlaas.tuning.trial_runner import (
     run_child,
 )
 
-PARENT_ATTR = "mlflow_parent_run_id"
+log = console(__name__)
+
 #: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
 RUN_ID_ATTR = "mlflow_run_id"
 RUN_URL_ATTR = "mlflow_run_url"
 HEARTBEAT_EVERY_S = 5.0
-PARENT_WAIT_S = 60.0
 #: How often a worker with nothing to ask looks again at the trials other workers run.
 OTHERS_POLL_S = 2.0
 
@@ -123,7 +120,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
         target = configure_tracking()
         storage, where = make_storage(storage_url)
         reachable_url = absolute_url(storage_url)  # for the trials' own processes (pruning)
-        print(f"mlflow-dlaas: study {spec.name!r} in {where}", file=sys.stderr)
+        log.info(f"mlflow-dlaas: study {spec.name!r} in {where}")
         launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
         experiment_id = (mlflow.MlflowClient().get_run(launcher).info.experiment_id
                          if launcher else ensure_experiment(spec.experiment or spec.name))
@@ -133,16 +130,16 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
         try:
             with stop.deferred():  # a parent run made is a parent run the study knows
                 study, created = _create_or_load(spec, storage)
-                parent_id = _parent_run(study, spec, experiment_id, created)
+                parent_id = parent_run(study, spec, experiment_id, created)
             started = time.monotonic()
-            progress = _Progress(spec, started)
+            progress = Progress(spec, started)
             neighbours = SharedMachineNotice()
             while True:
                 stop.check()  # a stop Python dropped (raised in a weakref callback) lands here
-                _claim_parent(parent_id)
+                claim_parent(parent_id)
                 recover_stale_trials(study)
                 _complete_delivered(study, spec, experiment_id, stop)
-                step = _next_step(study, spec, started)
+                step = next_step(study, spec, started)
                 if step == "done":
                     break
                 if step == "wait":
@@ -160,15 +157,13 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
         except BaseException as e:
             _abandon(study, trial, parent_id, e)
             raise
-    print(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
-          f"{summary.failed} failed{_grid_coverage(study, spec)}; parent run {parent_id}",
-          file=sys.stderr)
+    log.info(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
+             f"{summary.failed} failed{grid_coverage(study, spec)}; parent run {parent_id}")
     skipped = skipped_trials(study.get_trials(deepcopy=False))
     if skipped:
-        print(f"mlflow-dlaas: skipped on this machine, nothing run: {skipped_text(skipped)}",
-              file=sys.stderr)
+        log.info(f"mlflow-dlaas: skipped on this machine, nothing run: {skipped_text(skipped)}")
     _say_if_none_feasible(study, spec, summary)
-    print(f"mlflow-dlaas: to browse: {target.ui_command()}", file=sys.stderr)
+    log.info(f"mlflow-dlaas: to browse: {target.ui_command()}")
     if summary.failure is not None:
         raise NoTrialCompletedError(f"study {spec.name!r}: {summary.failure}")
     return summary
@@ -202,18 +197,8 @@ def _complete_delivered(study: optuna.Study, spec: StudySpec, experiment_id: str
         trial.set_user_attr(RUN_IDS_ATTR, [o.run_id for o in outcomes])
         state = _complete(study, trial, spec, experiment_id, {**spec.fixed, **params},
                           outcomes, stop)
-        print(f"mlflow-dlaas: trial {failed.number}'s runs have arrived: trial {trial.number} "
-              f"holds them, {state.name}", file=sys.stderr)
-
-
-def _grid_coverage(study: optuna.Study, spec: StudySpec) -> str:
-    """``; grid: 4 of 4 points measured`` for a grid study, counted by value (the parent
-    run's metrics ``grid_points_measured`` and ``grid_points``)."""
-    if spec.sampler != "grid":
-        return ""
-    grid = GridByValue(grid_space(spec))
-    measured = grid.measured(study.get_trials(deepcopy=False))
-    return f"; grid: {measured} of {len(grid.points)} points measured"
+        log.info(f"mlflow-dlaas: trial {failed.number}'s runs have arrived: trial {trial.number} "
+                 f"holds them, {state.name}")
 
 
 def _say_if_none_feasible(study: optuna.Study, spec: StudySpec, summary: StudySummary) -> None:
@@ -221,35 +206,8 @@ def _say_if_none_feasible(study: optuna.Study, spec: StudySpec, summary: StudySu
     if not spec.constraints or summary.best or not summary.complete:
         return
     closest = closest_infeasible(study)
-    print(f"mlflow-dlaas: no trial met the constraints, so none is named best; the closest "
-          f"was trial {closest.number} ({describe_violations(spec.constraints, closest)})",
-          file=sys.stderr)
-
-
-def _next_step(study: optuna.Study, spec: StudySpec, started: float) -> str:
-    """``ask`` a trial, ``wait`` for other workers' trials, or ``done``.
-
-    Trials given up (their worker stopped) do not count; their retries, waiting in the
-    queue, are asked first. A grid study is done when every grid point has a trial.
-    """
-    trials = study.get_trials(deepcopy=False)
-    counted = sum(counts(t) for t in trials)
-    running = sum(t.state == TrialState.RUNNING for t in trials)
-    if spec.n_trials is not None and counted >= spec.n_trials:
-        return "done"
-    if spec.timeout_s is not None and time.monotonic() - started >= spec.timeout_s:
-        return "done"
-    if any(t.state == TrialState.WAITING for t in trials):
-        return "ask"
-    room = spec.n_trials is None or counted + running < spec.n_trials
-    if room and (spec.sampler != "grid" or _grid_points_left(spec, trials)):
-        return "ask"
-    return "wait" if running else "done"
-
-
-def _grid_points_left(spec: StudySpec, trials: list[optuna.trial.FrozenTrial]) -> int:
-    """Grid points no trial holds yet, by value."""
-    return len(GridByValue(grid_space(spec)).missing(trials))
+    log.info(f"mlflow-dlaas: no trial met the constraints, so none is named best; the closest "
+             f"was trial {closest.number} ({describe_violations(spec.constraints, closest)})")
 
 
 def _create_or_load(spec: StudySpec, storage: optuna.storages.BaseStorage
@@ -286,63 +244,6 @@ def _name_objectives(study: optuna.Study, spec: StudySpec) -> None:
         study.set_metric_names([o.metric for o in spec.objectives])
 
 
-def _parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, created: bool) -> str:
-    """The study's one parent run: made by the worker that created the study, found by others."""
-    deadline = time.monotonic() + PARENT_WAIT_S
-    while not created and time.monotonic() < deadline:
-        existing = study.user_attrs.get(PARENT_ATTR)
-        if existing:
-            return _held_by_tracking(existing, spec)
-        time.sleep(0.5)
-        study = optuna.load_study(study_name=spec.name, storage=storage_of(study))
-    client = mlflow.MlflowClient()
-    tags = {ROLE_TAG: "study", STUDY_TAG: spec.name, ENTRY_TAG: "study"}
-    launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`: that run
-    if launcher:
-        run = client.get_run(launcher)
-        for key, value in tags.items():
-            client.set_tag(launcher, key, value)
-    else:
-        run = client.create_run(experiment_id, run_name=spec.name, tags={**tags, **owner_tags()})
-    params = {"study_name": spec.name, "frameworks": ",".join(spec.frameworks),
-              **({"project": redact_uri(spec.project)} if spec.project else {}),
-              "entry_point": spec.entry_point, "sampler": spec.sampler, "pruner": spec.pruner,
-              "n_trials": spec.n_trials, "timeout_s": spec.timeout_s,
-              "replicates": spec.replicates, "replicate_seeds": spec.replicate_seeds,
-              "env_manager": spec.env_manager,
-              "objectives": ",".join(f"{o.direction}:{o.metric}" for o in spec.objectives),
-              "constraints": "; ".join(b.text for b in spec.constraints)}
-    params.update({f"fixed.{k}": v for k, v in spec.fixed.items()})
-    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
-    study.set_user_attr(PARENT_ATTR, run.info.run_id)
-    return run.info.run_id
-
-
-def _held_by_tracking(parent_id: str, spec: StudySpec) -> str:
-    """``parent_id``, once the tracking store is seen to hold it."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        mlflow.MlflowClient().get_run(parent_id)
-    except MlflowException as e:
-        if e.error_code != "RESOURCE_DOES_NOT_EXIST":
-            raise
-        raise StoreMismatchError(
-            f"study {spec.name!r} records its parent run {parent_id}, which the tracking store "
-            f"{redact_uri(mlflow.get_tracking_uri())} does not hold (deleted, or another "
-            "store); point MLFLOW_TRACKING_URI at the store the study began in, or start "
-            "afresh: give the study a new name, or remove its storage (--storage, default "
-            "./optuna.db)") from None
-    return parent_id
-
-
-def _claim_parent(parent_id: str) -> None:
-    """The parent run is RUNNING and owned by this worker (the last one to claim it)."""
-    client = mlflow.MlflowClient()
-    set_shared_tags(client, parent_id, owner_tags())
-    client.update_run(parent_id, status="RUNNING")
-
-
 def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
                parent_id: str, storage_url: str, stop: StopSignals) -> TrialState:
     params = suggest(trial, spec)
@@ -353,8 +254,7 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experi
     if skipped:  # pruned unmeasured: this machine would only emulate the point
         trial.set_user_attr(SKIPPED_ATTR, skipped)
         _tell(study, trial, stop, state=TrialState.PRUNED)
-        print(f"mlflow-dlaas: trial {trial.number} skipped, nothing run: {skipped}",
-              file=sys.stderr)
+        log.info(f"mlflow-dlaas: trial {trial.number} skipped, nothing run: {skipped}")
         return TrialState.PRUNED
     last_beat = [0.0]
     run_ids: list[str] = []
@@ -502,7 +402,7 @@ def _fail(study: optuna.Study, trial: optuna.Trial, reason: str, stop: StopSigna
           ) -> TrialState:
     trial.set_user_attr(REASON_ATTR, reason[:2000])
     _tell(study, trial, stop, state=TrialState.FAIL)
-    print(f"mlflow-dlaas: trial {trial.number} failed: {reason}", file=sys.stderr)
+    log.info(f"mlflow-dlaas: trial {trial.number} failed: {reason}")
     return TrialState.FAIL
 
 
@@ -556,55 +456,3 @@ def _finish(study: optuna.Study, spec: StudySpec, parent_id: str) -> StudySummar
             client.set_terminated(parent_id, "FINISHED")
     return StudySummary(spec.name, parent_id, count[TrialState.COMPLETE],
                         count[TrialState.FAIL], count[TrialState.PRUNED], best, failure)
-
-
-class _Progress:
-    """One console line per finished trial: its settings and outcome, best so far, time
-    left."""
-
-    def __init__(self, spec: StudySpec, started: float) -> None:
-        self.spec = spec
-        self.started = started
-        self.done_here = 0
-
-    def report(self, study: optuna.Study, number: int, state: TrialState) -> None:
-        self.done_here += 1
-        trials = study.get_trials(deepcopy=False)
-        finished = sum(counts(t) for t in trials)
-        elapsed = time.monotonic() - self.started
-        per_trial = elapsed / self.done_here
-        left = ""
-        if self.spec.n_trials:
-            remaining = max(self.spec.n_trials - finished, 0)
-            left = f", about {remaining * per_trial / 60:.1f} min left"
-            total = f"/{self.spec.n_trials}"
-        else:
-            total = ""
-        best = ""
-        found = best_trials(study, self.spec)
-        if found and not self.spec.multi_objective:
-            best = f", best {significant(found[0].values[0])} (trial {found[0].number})"
-        elif found:
-            best = f", Pareto front {len(found)}"
-        elif any(t.state == TrialState.COMPLETE for t in trials) and self.spec.constraints:
-            best = ", no feasible trial yet"
-        searched = " ".join(f"{k}={_short(v)}" for k, v in trials[number].params.items())
-        print(f"[{finished}{total}] trial {number} {state.name}"
-              f"{f' [{searched}]' if searched else ''}{self._outcome(trials[number])}{best}, "
-              f"{elapsed / 60:.1f} min{left}", file=sys.stderr)
-
-    def _outcome(self, trial: optuna.trial.FrozenTrial) -> str:
-        """``: accuracy 0.9312`` and, where it missed a constraint, which and by how much."""
-        if trial.state != TrialState.COMPLETE or not trial.values:
-            return ""
-        values = ", ".join(f"{o.metric} {significant(v)}"
-                           for o, v in zip(self.spec.objectives, trial.values, strict=False))
-        missed = "" if is_feasible(trial) else \
-            f" (infeasible: {describe_violations(self.spec.constraints, trial)})"
-        return f": {values}{missed}"
-
-
-def _short(value: object) -> str:
-    """A sampled value as a person reads it: a float at four significant digits
-    (``0.003162`` for a log-uniform learning rate), anything else as it is."""
-    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -13,8 +13,8 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.runs.lifecycle import set_shared_tags
 from mlflow_dlaas.runs.schema import BEST_RUN_IDS_TAG, BEST_TRIAL_TAG, CLOSEST_TRIAL_TAG
+from mlflow_dlaas.store.lifecycle import set_shared_tags
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
     closest_infeasible,

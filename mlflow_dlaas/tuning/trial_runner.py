@@ -27,9 +27,6 @@ from mlflow_dlaas.launch import (
     wait_for_exit,
 )
 from mlflow_dlaas.runs.goals import Goal
-from mlflow_dlaas.runs.journaled_store import outages_seen
-from mlflow_dlaas.runs.lifecycle import end_run
-from mlflow_dlaas.runs.ownership import owner_tags
 from mlflow_dlaas.runs.schema import (
     EXIT_CODE,
     KERNEL_CPU_TIME,
@@ -40,6 +37,9 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NAME_TAG,
     WALL_TIME,
 )
+from mlflow_dlaas.store.journaled_store import outages_seen
+from mlflow_dlaas.store.ownership import owner_tags
+from mlflow_dlaas.store.run_ending import end_run
 
 POLL_S = 0.25
 

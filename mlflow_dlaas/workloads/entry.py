@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mlflow_dlaas.config import parse_cli_params
-from mlflow_dlaas.console_log import configure_console_logging
+from mlflow_dlaas.console_log import configure_console_logging, console
 from mlflow_dlaas.errors import EXIT_UNDELIVERED, DlaasError
 from mlflow_dlaas.measured_process.lifeline import (
     Stopped,
@@ -25,8 +25,10 @@ from mlflow_dlaas.measured_process.lifeline import (
     stop_on_signals,
     watch_launchers,
 )
-from mlflow_dlaas.runs.ownership import launchers_of
-from mlflow_dlaas.runs.tracking import configure_tracking
+from mlflow_dlaas.store.ownership import launchers_of
+from mlflow_dlaas.store.tracking import configure_tracking
+
+log = console(__name__)
 
 R = TypeVar("R")
 #: ``start(params, cleanup)``: what runs before MLflow is imported; ``cleanup`` takes what
@@ -58,7 +60,7 @@ def run_entry_point(name: str, argv: Sequence[str] | None, work: Callable[[Any],
             watch_launchers(launchers_of(os.environ))
             return _deliver_held(name, _run(name, argv, start, work, done))
         except Stopped as e:
-            print(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}", file=sys.stderr)
+            log.info(f"mlflow-dlaas {name}: {e}{_end_own_run(str(e))}")
             return _deliver_held(name, 128 + e.signum, within_s=0.0)
 
 
@@ -66,9 +68,9 @@ def _deliver_held(name: str, code: int, within_s: float | None = None) -> int:
     """Send what a tracking server did not take while the run went on (its journal); where
     it still does not answer, exit with :data:`~mlflow_dlaas.errors.EXIT_UNDELIVERED`
     (unless the run failed anyway)."""
-    if "mlflow_dlaas.runs.journaled_store" not in sys.modules:
+    if "mlflow_dlaas.store.journaled_store" not in sys.modules:
         return code  # nothing was journaled (nor is MLflow to be imported: a stop mid-import)
-    from mlflow_dlaas.runs.lifecycle import deliver_held_writes
+    from mlflow_dlaas.store.lifecycle import deliver_held_writes
 
     held = deliver_held_writes(f"mlflow-dlaas {name}", within_s)
     return code or (EXIT_UNDELIVERED if held else 0)
@@ -81,7 +83,7 @@ def _end_own_run(reason: str) -> str:
     if not run_id:
         return ""
     try:
-        from mlflow_dlaas.runs.lifecycle import end_if_running  # MLflow, only when needed
+        from mlflow_dlaas.store.run_ending import end_if_running  # MLflow, only when needed
 
         answered = end_if_running(run_id, "KILLED", reason) is not None
     except Exception:  # the stop cut MLflow's import in half: end the run from a clean process
@@ -94,7 +96,7 @@ def _end_own_run(reason: str) -> str:
 def _end_in_fresh_process(run_id: str, reason: str) -> bool:
     """:func:`end_if_running` in a new interpreter (this one holds a half-imported MLflow);
     whether the store answered."""
-    code = ("import sys\nfrom mlflow_dlaas.runs.lifecycle import end_if_running\n"
+    code = ("import sys\nfrom mlflow_dlaas.store.run_ending import end_if_running\n"
             "sys.exit(end_if_running(sys.argv[1], 'KILLED', sys.argv[2]) is None)")
     try:
         return subprocess.run([sys.executable, "-c", code, run_id, reason],
@@ -116,10 +118,8 @@ def _run(name: str, argv: Sequence[str] | None, start: Start | None,
                 except DlaasError as e:  # under mlflow run, the run must say so
                     early_error = e
             if os.environ.get("MLFLOW_RUN_ID"):
-                from mlflow_dlaas.runs.lifecycle import (  # MLflow, after start
-                    failing_run_guard,
-                    refuse_ended_run,
-                )
+                from mlflow_dlaas.store.lifecycle import failing_run_guard  # MLflow, after start
+                from mlflow_dlaas.store.run_ending import refuse_ended_run
 
                 configure_tracking(announce=False)
                 refuse_ended_run(os.environ["MLFLOW_RUN_ID"])
@@ -132,7 +132,7 @@ def _run(name: str, argv: Sequence[str] | None, start: Start | None,
             else:
                 result = work(started)
     except DlaasError as e:
-        print(f"mlflow-dlaas {name}: error: {e}", file=sys.stderr)
+        log.info(f"mlflow-dlaas {name}: error: {e}")
         return e.exit_code
-    print(done(result), file=sys.stderr)
+    log.info(done(result))
     return 0

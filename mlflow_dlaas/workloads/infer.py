@@ -28,21 +28,22 @@ from mlflow_dlaas.measured_process.scratch import scratch_dir
 from mlflow_dlaas.measured_process.start import WorkerLaunch
 from mlflow_dlaas.measured_process.supervisor import run_worker
 from mlflow_dlaas.parallelism import worker_environment
-from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
     LATENCY_P99,
+    MODEL_SOURCE_TAG,
     OFFLINE_GFLOPS,
     RUNTIME_TAG,
     SERVER_MAX_QPS,
     TRUSTED_PICKLE_TAG,
-    headline_text,
     inference_headline,
     scenario_key,
 )
-from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.runs.validity import disturbed_warning
+from mlflow_dlaas.store.lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.store.tracking import configure_tracking
 from mlflow_dlaas.workloads.entry import run_entry_point
+from mlflow_dlaas.workloads.headline import headline_text
 from mlflow_dlaas.workloads.peak import log_fraction_of_peak
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,
@@ -50,6 +51,7 @@ from mlflow_dlaas.workloads.run_description import (
     name_active_run,
     variant_label,
 )
+from mlflow_dlaas.workloads.serving import options_of
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"
 #: A server run at one given rate (no search): its p99, printed with the headline figures.
@@ -81,6 +83,8 @@ class InferenceResult:
 def run_inference(config: InferConfig) -> InferenceResult:
     """Benchmark per ``config`` in the active (or a new) run; the run always ends."""
     runtime = get_runtime(config.runtime)
+    runtime.refuse_unserved(options_of(config), user_file=config.model_uri is not None
+                            and config.model_uri.kind != "run")  # before anything starts
     configure_tracking(announce=False)
     with failing_run_guard() as run, scratch_dir("source") as source_dir:
         run_id = run.info.run_id
@@ -92,7 +96,8 @@ def run_inference(config: InferConfig) -> InferenceResult:
                           precision=_precision_label(config), instances=config.instances)))
         params = config.as_params()
         log_new_params(run_id, params)
-        mlflow.set_tags({ENTRY_TAG: "infer", RUNTIME_TAG: runtime.name})
+        mlflow.set_tags({ENTRY_TAG: "infer", RUNTIME_TAG: runtime.name,
+                         MODEL_SOURCE_TAG: plan.kind})
         environment = worker_environment(config.parallelism,
                                          runtime.environment(config.parallelism))
         if prepare_source(plan, config, runtime, Path(source_dir)):

@@ -19,8 +19,8 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NAME_TAG,
     VALIDITY_REASON_TAG,
     VALIDITY_TAG,
-    headline_text,
 )
+from mlflow_dlaas.workloads.headline import headline_text
 
 NOTE_TAG = "mlflow.note.content"
 #: The names MLflow makes up for an unnamed run (``tasteful-ray-891``): such names we replace.

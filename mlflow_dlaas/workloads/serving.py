@@ -25,8 +25,10 @@ def prepared(runtime: InferenceRuntime, source: ModelSource, config: InferConfig
              ) -> Predictor:
     """The run's thread settings applied (process-wide where the library takes them so),
     then the model prepared: the one step every process that serves takes."""
+    options = options_of(config)
+    runtime.refuse_unserved(options, user_file=source.user is not None)
     runtime.apply_threads(config.parallelism)
-    return runtime.prepare(source, options_of(config))
+    return runtime.prepare(source, options)
 
 
 def options_of(config: InferConfig) -> InferenceOptions:

@@ -11,16 +11,16 @@ import mlflow
 from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.measured_process.start import StartedWorker, WorkerLaunch
 from mlflow_dlaas.measured_process.supervisor import run_worker
-from mlflow_dlaas.runs.lifecycle import failing_run_guard, log_new_params
 from mlflow_dlaas.runs.schema import (
     ENTRY_TAG,
     FRAMEWORK_TAG,
     TRAIN_GFLOPS,
     WARNING_TAG,
-    headline_text,
 )
-from mlflow_dlaas.runs.tracking import configure_tracking
 from mlflow_dlaas.runs.validity import disturbed_warning
+from mlflow_dlaas.store.lifecycle import failing_run_guard, log_new_params
+from mlflow_dlaas.store.tracking import configure_tracking
+from mlflow_dlaas.workloads.headline import headline_text
 from mlflow_dlaas.workloads.peak import log_fraction_of_peak
 from mlflow_dlaas.workloads.run_description import (
     describe_active_run,

@@ -77,13 +77,11 @@ def test_settings_a_runtime_cannot_honour_are_refused(tmp_path: Path) -> None:
     ort = get_runtime("onnxruntime")
     ort.load()
     with pytest.raises(ConfigError, match="fp16 needs device=cuda"):
-        ort.prepare(source, InferenceOptions(precision="fp16"))
+        ort.refuse_unserved(InferenceOptions(precision="fp16"))  # asked before prepare()
     with pytest.raises(ConfigError, match="graph_optimization_level must be one of"):
         ort.prepare(source, InferenceOptions(graph_optimization_level="max"))
-    torch_rt = get_runtime("pytorch")
-    torch_rt.load()
     with pytest.raises(ConfigError, match="no maintained int8 path on the CPU"):
-        torch_rt.prepare(source, InferenceOptions(precision="int8"))
+        get_runtime("pytorch").refuse_unserved(InferenceOptions(precision="int8"))
 
 
 def test_a_missing_runtime_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ ONNX Runtime) and bf16 where the CPU has it, each with its accuracy cost against
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -51,13 +52,10 @@ def test_static_int8_is_measured_against_fp32_on_both_onnx_runtimes(tmp_path: Pa
     assert result.metrics()[EQUIVALENCE_TOP1_AGREEMENT] >= 0.75
 
 
-def test_openvino_int8_asks_for_static_quantization(tmp_path: Path) -> None:
-    needs("torch", "onnx", "openvino")
-    source = exported(tmp_path)
-    served = get_runtime("openvino")
-    served.load()
+def test_openvino_int8_asks_for_static_quantization() -> None:
+    """Asked of the runtime's declaration, before anything is loaded or started."""
     with pytest.raises(ConfigError, match="add -P quantization=static"):
-        served.prepare(source, InferenceOptions(precision="int8"))
+        get_runtime("openvino").refuse_unserved(InferenceOptions(precision="int8"))
 
 
 def test_bf16_where_the_cpu_emulates_it_is_refused_with_the_reason(
@@ -91,16 +89,30 @@ def test_bf16_is_served_and_its_cost_measured_where_the_cpu_has_it(tmp_path: Pat
         assert in_force["inference_precision"] in ("bf16", "mixed_bfloat16"), in_force
 
 
-def test_onnx_runtime_says_it_has_no_bf16_on_the_cpu(tmp_path: Path) -> None:
-    needs("torch", "onnx", "onnxruntime")
-    source = exported(tmp_path)
-    served = get_runtime("onnxruntime")
-    served.load()
+def test_onnx_runtime_says_it_has_no_bf16_on_the_cpu() -> None:
     with pytest.raises(ConfigError, match="no bf16 kernels"):
-        served.prepare(source, InferenceOptions(precision="bf16"))
+        get_runtime("onnxruntime").refuse_unserved(InferenceOptions(precision="bf16"))
 
 
 def test_an_accuracy_bound_on_the_agreement_with_fp32_is_a_constraint() -> None:
     ((_, (bound,)),) = parse_asks(("inference_throughput",), ("top1_agreement>=0.99",))
     assert bound.metric == EQUIVALENCE_TOP1_AGREEMENT and bound.value == 0.99
     assert bound.holds(1.0) and not bound.holds(0.98)
+
+
+def test_an_unserved_precision_is_refused_before_any_run_starts(tracking: str) -> None:
+    """The entry asks the runtime's declaration first: exit 2, one line, no run made."""
+    import subprocess
+    import sys
+
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name(tracking).experiment_id
+    done = subprocess.run([sys.executable, "-m", "mlflow_dlaas.workloads.infer", "--runtime",
+                           "onnxruntime", "--precision", "bf16", "--batch_sizes", "1"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MLFLOW_EXPERIMENT_ID": experiment})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "no bf16 kernels" in done.stderr and "Traceback" not in done.stderr
+    assert client.search_runs([experiment]) == []

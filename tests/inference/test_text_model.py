@@ -8,7 +8,7 @@ import pytest
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.inference.config import InferConfig
-from mlflow_dlaas.inference.sources.text_model import synthetic_text
+from mlflow_dlaas.inference.text_model import synthetic_text
 from mlflow_dlaas.runs.schema import (
     FORWARD_FLOPS,
     FRACTION_OF_PEAK,

@@ -14,7 +14,7 @@ import mlflow
 import pytest
 import yaml
 
-from mlflow_dlaas.runs.journal import JOURNAL_ENV
+from mlflow_dlaas.store.journal import JOURNAL_ENV
 from tests.conftest import user_env
 from tests.tuning.servers import MlflowServer
 

@@ -16,8 +16,8 @@ import mlflow
 import pytest
 
 from mlflow_dlaas.runs.schema import VALIDITY_TAG
-from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
 from mlflow_dlaas.runs.validity import VALID
+from mlflow_dlaas.store.store_uri import ACTIVE_ENV, TRACKING_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "report-fixture-study"

@@ -14,6 +14,7 @@ def test_settings_shared_by_every_row_leave_the_columns() -> None:
         "run_id": ["a", "b", "c"], "entry": "infer", "system": ["onnxruntime"] * 3,
         "batch_size": [1, 1, 1], "params.intra_op_threads": ["1", "2", "1"],
         "params.model_uri": ["/data/models/vision/classifier-v2.onnx"] * 3,
+        "model_source": ["user_model"] * 3,
         "params.precision": ["fp32"] * 3, "params.seed": ["0", "0", "1"],
         "metrics.single_stream/latency_p99_ms": [1.0, 2.0, 1.2]})
     table = comparison_table("Inference", rows, INFERENCE_COLUMNS)

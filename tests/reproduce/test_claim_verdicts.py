@@ -9,12 +9,14 @@ import pytest
 
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.report.report import Workloads
-from mlflow_dlaas.reproduce.claim_verdicts import (
+from mlflow_dlaas.reproduce.claim_parts import (
     DOES_NOT_HOLD,
     HOLDS,
     NO_MEANINGFUL_DIFFERENCE,
     NOT_MEASURABLE,
     NOT_SEPARABLE,
+)
+from mlflow_dlaas.reproduce.claim_verdicts import (
     judge_copies,
     judge_energy,
     judge_hyperparameters,
@@ -243,7 +245,7 @@ def test_plans_say_their_time_before_they_start(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
     """Peak memory 95.81 vs 95.71 MB separates with enough runs; it is no finding."""
-    from mlflow_dlaas.reproduce.claim_verdicts import (
+    from mlflow_dlaas.reproduce.claim_parts import (
         MEMORY,
         NO_MEANINGFUL_DIFFERENCE,
         compare,
@@ -256,9 +258,9 @@ def test_a_separated_but_tiny_difference_is_no_meaningful_difference() -> None:
     assert tiny.small_effect and tiny.direction == 0
     assert tiny.outcome() == ("no meaningful difference (ratio 1.00, 95 % CI 1.00–1.00, "
                               "within ±5%); permutation test, unpaired, p = 0.029, 4 vs 4 runs")
-    from mlflow_dlaas.reproduce.claim_verdicts import _part_any
+    from mlflow_dlaas.reproduce.claim_parts import part_any
 
-    assert _part_any("memory differs", [tiny]).outcome == NO_MEANINGFUL_DIFFERENCE
+    assert part_any("memory differs", [tiny]).outcome == NO_MEANINGFUL_DIFFERENCE
     assert in_words(1.2, "metrics.Headline/train_time_seconds") == "1.20x slower"
     assert in_words(0.8, "metrics.Headline/train_time_seconds") == "1.25x faster"
     assert in_words(1.001, MEMORY) == "1.00x, equal"

@@ -14,7 +14,7 @@ import mlflow
 import pytest
 import yaml
 
-from mlflow_dlaas.runs.store_uri import ACTIVE_ENV, TRACKING_ENV
+from mlflow_dlaas.store.store_uri import ACTIVE_ENV, TRACKING_ENV
 from tests.report.test_report_in_browser import CHROMIUM, FLAGS
 
 pytestmark = pytest.mark.slow

@@ -89,7 +89,7 @@ def test_a_trial_failed_during_an_outage_leaves_its_point_to_the_next_run(tracki
 
 
 def test_the_server_going_away_is_counted_once_per_outage() -> None:
-    from mlflow_dlaas.runs.journaled_store import Courier
+    from mlflow_dlaas.store.journaled_store import Courier
 
     courier = Courier("http://127.0.0.1:9")
     for _ in range(3):  # one outage, however many calls fail in it

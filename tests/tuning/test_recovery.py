@@ -15,8 +15,8 @@ import pytest
 from optuna.trial import TrialState
 
 from mlflow_dlaas.measured_process.lifeline import StopSignals
-from mlflow_dlaas.runs.ownership import Owner, _start_token, owner_tags
 from mlflow_dlaas.runs.schema import REASON_TAG
+from mlflow_dlaas.store.ownership import Owner, _start_token, owner_tags
 from mlflow_dlaas.tuning import recovery
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.sampling import make_sampler

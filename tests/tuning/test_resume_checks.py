@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from mlflow_dlaas.tuning.study import PARENT_ATTR
+from mlflow_dlaas.tuning.parent_run import PARENT_ATTR
 from tests.tuning.studies import study_cli, write_spec
 
 

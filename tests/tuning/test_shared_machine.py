@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import optuna
 import pytest
 
-from mlflow_dlaas.runs.ownership import Owner, _start_token
+from mlflow_dlaas.store.ownership import Owner, _start_token
 from mlflow_dlaas.tuning.recovery import OWNER_ATTR
 from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice, trials_beside
 

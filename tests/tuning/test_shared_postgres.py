@@ -108,7 +108,8 @@ def test_three_processes_open_a_fresh_postgres_tracking_database_at_once(
     import sys
 
     mlflow_db, _ = databases
-    code = ("from mlflow_dlaas.runs.tracking import configure_tracking, ensure_experiment\n"
+    code = ("from mlflow_dlaas.store.experiments import ensure_experiment\n"
+            "from mlflow_dlaas.store.tracking import configure_tracking\n"
             "configure_tracking(announce=False)\nprint(ensure_experiment('fresh-pg'))\n")
     env = dict(os.environ, MLFLOW_TRACKING_URI=mlflow_db)
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,

@@ -24,7 +24,7 @@ def test_an_entry_whose_launcher_died_during_its_start_up_stops(tracking: str) -
     process, and it must still see that its launcher is gone."""
     launcher = textwrap.dedent(f"""
         import os, subprocess, sys
-        from mlflow_dlaas.runs.ownership import launcher_environment
+        from mlflow_dlaas.store.ownership import launcher_environment
         os.environ.update(launcher_environment())
         child = subprocess.Popen([sys.executable, {str(ROOT / 'projects' / 'run_workload.py')!r},
                                   "mlflow_dlaas.workloads.train", "--framework", "pytorch",

@@ -19,6 +19,7 @@ from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 class MXNetRuntime(InferenceRuntime):
@@ -26,6 +27,8 @@ class MXNetRuntime(InferenceRuntime):
     module = "mxnet"
     extra = "mxnet"
     consumes = "mxnet"
+    precisions = {Precision.FP32: ("cpu",)}
+    instead = dict.fromkeys(Precision, "the mxnet runtime runs fp32 on the CPU here")
     native_library = "libmxnet"
 
     def build_details(self, imported: Any) -> dict[str, Any]:
@@ -53,8 +56,6 @@ class MXNetRuntime(InferenceRuntime):
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         mx = self.mx
-        if options.precision != "fp32" or options.device != "cpu":
-            raise ConfigError("the mxnet runtime runs fp32 on the CPU here")
         if source.run_id is not None:
             if source.trained_with != "mxnet":
                 raise ConfigError(f"run {source.run_id} was trained with {source.trained_with};"

@@ -16,6 +16,7 @@ from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.libraries.settings import refuse_unusable
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 EXECUTION_MODES = ("sequential", "parallel")
@@ -28,6 +29,13 @@ class OnnxRuntimeRuntime(InferenceRuntime):
     module = "onnxruntime"
     extra = "onnxruntime"
     consumes = "onnx"
+    precisions = {Precision.FP32: ("cpu", "cuda"), Precision.INT8: ("cpu", "cuda"),
+                  Precision.FP16: ("cuda",)}
+    instead = {Precision.FP16: "fp16 needs device=cuda; on the CPU use fp32 or int8",
+               Precision.BF16: "ONNX Runtime's CPU provider has no bf16 kernels for "
+                               "convolutions and most operators (bf16 is a CUDA provider "
+                               "type there): serve bf16 with openvino or pytorch"}
+    int8_quantizations = ("dynamic", "static")
 
     def build_details(self, imported: Any) -> dict[str, Any]:
         return build.read(imported)
@@ -82,19 +90,8 @@ class OnnxRuntimeRuntime(InferenceRuntime):
             raise ConfigError(f"graph_optimization_level must be one of {', '.join(OPT_LEVELS)}")
         if options.execution_mode not in EXECUTION_MODES:
             raise ConfigError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}")
-        if options.precision == "fp16" and options.device != "cuda":
-            raise ConfigError("fp16 needs device=cuda; on the CPU use fp32 or int8")
-        if options.precision == "bf16":
-            raise ConfigError("ONNX Runtime's CPU provider has no bf16 kernels for "
-                              "convolutions and most operators (bf16 is a CUDA provider "
-                              "type there): serve bf16 with openvino or pytorch")
-        quantization = "none"
-        if options.precision == "int8" and options.quantization == "static":
-            path, quantization = quantize_static_qdq(path, source.reference_inputs), "static QDQ"
-        elif options.precision == "int8":
-            path, quantization = quantize_int8(path), "dynamic (MatMul, Gemm)"
-        elif options.precision == "fp16":
-            path = to_fp16(path)
+        path, quantization = _at_precision(path, source, options)
+        half = options.precision is Precision.FP16  # fp16 inputs, converted at the call
         so = ort.SessionOptions()
         so.graph_optimization_level = {
             "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -124,13 +121,13 @@ class OnnxRuntimeRuntime(InferenceRuntime):
         if source.user is not None:  # named inputs, in a Feed
 
             def predict_feed(x: Any) -> np.ndarray:
-                if options.precision == "fp16":
+                if half:
                     return run(None, {k: a.astype(np.float16) if a.dtype == np.float32 else a
                                       for k, a in x.arrays.items()})[0].astype(np.float32)
                 return run(None, x.arrays)[0]
 
             return predict_feed
-        if options.precision != "fp16":
+        if not half:
 
             def predict_fp32(x: np.ndarray) -> np.ndarray:  # no conversions on the hot path
                 return run(None, {name: x})[0]
@@ -141,6 +138,20 @@ class OnnxRuntimeRuntime(InferenceRuntime):
             return run(None, {name: x.astype(np.float16)})[0].astype(np.float32)
 
         return predict
+
+
+def _at_precision(path: Path, source: ModelSource, options: InferenceOptions
+                  ) -> tuple[Path, str]:
+    """The ONNX file converted to ``options``' precision (int8 dynamic or static QDQ, fp16;
+    fp32 as it is), and how it was quantized."""
+    static = options.quantization == "static"
+    convert = {
+        Precision.INT8: lambda: (quantize_static_qdq(path, source.reference_inputs),
+                                 "static QDQ") if static else
+                                (quantize_int8(path), "dynamic (MatMul, Gemm)"),
+        Precision.FP16: lambda: (to_fp16(path), "none"),
+    }.get(options.precision)
+    return convert() if convert else (path, "none")
 
 
 def quantize_int8(path: Path) -> Path:

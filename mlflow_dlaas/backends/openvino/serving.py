@@ -14,9 +14,10 @@ from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.libraries.settings import refuse_unusable
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 #: OpenVINO's INFERENCE_PRECISION_HINT per precision (int8: the QDQ model's own, f32 around)
-HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
+HINTS = {Precision.FP32: "f32", Precision.BF16: "bf16", Precision.INT8: "f32"}
 
 
 class OpenVINORuntime(InferenceRuntime):
@@ -24,6 +25,12 @@ class OpenVINORuntime(InferenceRuntime):
     module = "openvino"
     extra = "openvino"
     consumes = "onnx"
+    precisions = {p: ("cpu",) for p in HINTS}
+    instead = {Precision.FP16: "fp16 needs a GPU; the openvino runtime is measured on the CPU "
+                               "here: use fp32, bf16 (a CPU with native bf16) or int8",
+               **{p: "the openvino runtime is measured on the CPU here; use device=cpu"
+                  for p in HINTS}}
+    int8_quantizations = ("static",)  # dynamic quantization is ONNX Runtime's
 
     def build_details(self, imported: Any) -> dict[str, Any]:
         return build.read(imported)
@@ -56,24 +63,18 @@ class OpenVINORuntime(InferenceRuntime):
         return {"onednn": "on", "devices": list(self.ov.Core().available_devices)}
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
-        if options.device != "cpu":
-            raise ConfigError("the openvino runtime is measured on the CPU here; use device=cpu")
-        if options.precision == "fp16":
-            raise ConfigError("fp16 needs a GPU; the openvino runtime is measured on the CPU "
-                              "here: use fp32, bf16 (a CPU with native bf16) or int8")
-        if options.precision == "int8" and options.quantization != "static":
-            raise ConfigError("OpenVINO runs int8 from a statically quantized model: add -P "
-                              "quantization=static (dynamic quantization is ONNX Runtime's)")
         core = self.ov.Core()
+        int8 = options.precision is Precision.INT8  # a statically quantized (QDQ) model
         # the precision asked, always said: on CPUs with bf16 units OpenVINO otherwise infers
         # in bf16; an int8 (QDQ) model runs its quantized parts in int8, the rest in f32
-        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": HINTS[options.precision]}
+        hint = HINTS[options.precision]
+        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": hint}
         if options.parallelism.intra_op_threads is not None:
             config["INFERENCE_NUM_THREADS"] = options.parallelism.intra_op_threads
         if options.parallelism.inter_op_threads is not None:
             config["NUM_STREAMS"] = options.parallelism.inter_op_threads
         path = source.onnx_file(self.name)
-        if options.precision == "int8":
+        if int8:
             path = quantize_static_qdq(path, source.reference_inputs)
         try:
             compiled = core.compile_model(str(path), "CPU", config)
@@ -83,10 +84,9 @@ class OpenVINORuntime(InferenceRuntime):
                           "inter_op_threads": str(compiled.get_property("NUM_STREAMS")),
                           "inference_precision": compiled.get_property(
                               "INFERENCE_PRECISION_HINT").get_type_name(),  # f32, bf16
-                          "quantization": "static QDQ" if options.precision == "int8"
-                          else "none"}
-        if options.precision == "bf16" and self._in_force["inference_precision"] != "bf16":
-            raise ConfigError(f"OpenVINO was asked for bf16 and runs "
+                          "quantization": "static QDQ" if int8 else "none"}
+        if self._in_force["inference_precision"] != hint:  # what it runs, read back
+            raise ConfigError(f"OpenVINO was asked for {options.precision} and runs "
                               f"{self._in_force['inference_precision']} on this CPU")
         request = compiled.create_infer_request()
         # share_inputs: the batch is read in place (zero-copy where it is C-contiguous and of

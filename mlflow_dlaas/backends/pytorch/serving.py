@@ -16,6 +16,7 @@ from mlflow_dlaas.backends.serving import InferenceOptions, InferenceRuntime
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 class PyTorchRuntime(InferenceRuntime):
@@ -23,6 +24,14 @@ class PyTorchRuntime(InferenceRuntime):
     module = "torch"
     extra = "torch"
     consumes = "pytorch"
+    precisions = {Precision.FP32: ("cpu", "cuda"), Precision.BF16: ("cpu", "cuda"),
+                  Precision.FP16: ("cuda",)}
+    instead = {Precision.INT8: "the pytorch runtime has no maintained int8 path on the CPU "
+                               "(torch.ao's eager quantization is deprecated): serve int8 with "
+                               "onnxruntime (quantization dynamic or static) or openvino "
+                               "(static)",
+               Precision.FP16: "fp16 needs device=cuda (half precision on this CPU is not a "
+                               "supported inference path)"}
     native_library = "libtorch_cpu"
 
     def build_details(self, imported: Any) -> dict[str, Any]:
@@ -53,16 +62,8 @@ class PyTorchRuntime(InferenceRuntime):
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         torch = self.torch
-        if options.precision == "int8":
-            raise ConfigError("the pytorch runtime has no maintained int8 path on the CPU "
-                              "(torch.ao's eager quantization is deprecated): serve int8 "
-                              "with onnxruntime (quantization dynamic or static) or openvino "
-                              "(static)")
         if options.device == "cuda" and not torch.cuda.is_available():
             raise ConfigError("device cuda requested, but PyTorch sees no CUDA GPU here")
-        if options.precision == "fp16" and options.device != "cuda":
-            raise ConfigError("fp16 needs device=cuda (half precision on this CPU is not a "
-                              "supported inference path)")
         if source.user is not None:
             return self._prepare_user(source, options)
         module = source.torch_module
@@ -130,9 +131,10 @@ class PyTorchRuntime(InferenceRuntime):
         return predict
 
 
-def _dtype(torch: Any, precision: str) -> Any:
+def _dtype(torch: Any, precision: Precision) -> Any:
     """The module's and its floating inputs' dtype at ``precision`` (fp32, bf16, fp16)."""
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    return {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(
+        precision, torch.float32)
 
 
 def _saved_model(source: ModelSource) -> Path:

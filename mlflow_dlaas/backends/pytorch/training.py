@@ -30,6 +30,7 @@ from mlflow_dlaas.models.spec import (
     next_shape,
 )
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 class PyTorchAdapter(FrameworkAdapter):
@@ -169,7 +170,7 @@ class PyTorchTrainer(Trainer):
         self.loss_fn = torch.nn.CrossEntropyLoss()
         # bf16: autocast runs convolutions and matrix products in bf16 and keeps the weights,
         # the loss and the optimizer in fp32 (no loss scaling: bf16 has fp32's range)
-        self.autocast = options.precision == "bf16"
+        self.autocast = options.precision == Precision.BF16
 
     def precision_in_force(self) -> str:
         return "bf16 autocast" if self.autocast else "fp32"

@@ -19,6 +19,7 @@ from mlflow_dlaas.backends.tensorflow.training import (
 )
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 class TensorFlowRuntime(InferenceRuntime):
@@ -26,6 +27,11 @@ class TensorFlowRuntime(InferenceRuntime):
     module = "tensorflow"
     extra = "tensorflow"
     consumes = "tensorflow"
+    precisions = {Precision.FP32: ("cpu", "cuda"), Precision.BF16: ("cpu", "cuda")}
+    instead = dict.fromkeys((Precision.INT8, Precision.FP16), (
+        "the tensorflow runtime runs fp32 and bf16 (Keras's mixed_bfloat16) here; int8 goes "
+        "through onnxruntime or openvino, fp16 needs a GPU runtime"))
+    user_file_precisions = (Precision.FP32,)  # your Keras file or SavedModel, as saved
 
     _precision = ""  # the served model's Keras dtype policy, once prepared
 
@@ -63,17 +69,9 @@ class TensorFlowRuntime(InferenceRuntime):
 
     def prepare(self, source: ModelSource, options: InferenceOptions) -> Predictor:
         tf = self.tf
-        if options.precision not in ("fp32", "bf16"):
-            raise ConfigError("the tensorflow runtime runs fp32 and bf16 (Keras's "
-                              "mixed_bfloat16) here; int8 goes through onnxruntime or "
-                              "openvino, fp16 needs a GPU runtime")
         if options.device == "cuda" and not tf.config.list_physical_devices("GPU"):
             raise ConfigError("device cuda requested, but TensorFlow sees no GPU here")
         if source.user is not None:
-            if options.precision != "fp32":
-                raise ConfigError("the tensorflow runtime serves your own Keras file or "
-                                  "SavedModel as saved (fp32 here); bf16 on your file goes "
-                                  "through openvino or pytorch")
             return self._prepare_user(source, options)
         if source.run_id is not None:
             if source.trained_with != "tensorflow":
@@ -90,7 +88,7 @@ class TensorFlowRuntime(InferenceRuntime):
             model = build_keras(tf, source.spec, source.input_shape, source.num_classes)
             eager = model(tf.constant(self.layout(source.reference_inputs)), training=False)
             self._reference = np.asarray(eager)
-        if options.precision == "bf16":
+        if options.precision is Precision.BF16:
             model = in_mixed_bfloat16(tf, model)
         compiled = tf.function(lambda x: tf.cast(model(x, training=False), tf.float32),
                                jit_compile=options.jit_compile)

@@ -6,19 +6,22 @@ model built here (:class:`TextModel`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from mlflow_dlaas.backends import InferenceRuntime
 from mlflow_dlaas.backends.formats import serves_onnx
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.model_uri import ModelUri
 from mlflow_dlaas.inference.sources.fetch import TrainingRunFound, find_training_run
-from mlflow_dlaas.inference.sources.text_model import TEXT_MODELS
+from mlflow_dlaas.inference.text_model import TEXT_MODELS
 
 
 @dataclass(frozen=True)
 class Fresh:
     """An architecture of the registry with random weights: built by the measured worker's
     runtime itself, or (``exported``) built and exported to ONNX beforehand."""
+
+    kind: ClassVar[str] = "fresh"  # the run's MODEL_SOURCE_TAG
 
     name: str
     exported: bool
@@ -27,6 +30,8 @@ class Fresh:
 @dataclass(frozen=True)
 class TrainingRun:
     """A training run's model: its ONNX export, and its saved model ``with_model``."""
+
+    kind: ClassVar[str] = "training_run"  # the run's MODEL_SOURCE_TAG
 
     name: str
     run: TrainingRunFound
@@ -37,6 +42,8 @@ class TrainingRun:
 class UserFile:
     """The user's own model file or MLflow model."""
 
+    kind: ClassVar[str] = "user_model"  # the run's MODEL_SOURCE_TAG
+
     name: str
     uri: ModelUri
 
@@ -44,6 +51,8 @@ class UserFile:
 @dataclass(frozen=True)
 class TextModel:
     """A text model built with random weights (``bert_base``), served as a user's file."""
+
+    kind: ClassVar[str] = "text_model"  # the run's MODEL_SOURCE_TAG
 
     name: str
 

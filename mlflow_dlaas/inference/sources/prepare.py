@@ -21,10 +21,10 @@ from mlflow_dlaas.inference.sources.plan import (
     TrainingRun,
     UserFile,
 )
-from mlflow_dlaas.inference.sources.text_model import ABOUT_FILE as TEXT_ABOUT_FILE
-from mlflow_dlaas.inference.sources.text_model import DATA_FILE as TEXT_DATA_FILE
-from mlflow_dlaas.inference.sources.text_model import MODEL_FILE as TEXT_MODEL_FILE
-from mlflow_dlaas.inference.sources.text_model import input_flags
+from mlflow_dlaas.inference.text_model import ABOUT_FILE as TEXT_ABOUT_FILE
+from mlflow_dlaas.inference.text_model import DATA_FILE as TEXT_DATA_FILE
+from mlflow_dlaas.inference.text_model import MODEL_FILE as TEXT_MODEL_FILE
+from mlflow_dlaas.inference.text_model import input_flags
 from mlflow_dlaas.measured_process.helper import run_helper
 
 PACKAGE = "mlflow_dlaas.inference.sources"
@@ -72,7 +72,7 @@ def _prepare_text_model(plan: TextModel, config: InferConfig, runtime: Inference
     user's TorchScript file is, with its synthetic text; the manifest also says its name,
     parameters and FLOPs per sample."""
     built = directory / "text_model"
-    run_helper(f"{PACKAGE}.text_model",
+    run_helper("mlflow_dlaas.inference.text_model",
                ["--model", plan.name, "--sequence_length", str(config.sequence_length),
                 "--seed", str(config.seed), "--out", str(built)], f"building {plan.name}")
     shape, dtype = input_flags(config.sequence_length)
