@@ -226,10 +226,11 @@ def study_command(spec_path: str, storage: str | None, dry_run: bool,
         click.echo("dry run: nothing was created")
         return
     from mlflow_dlaas.tuning.study import run_study
+    from mlflow_dlaas.tuning.study_artifacts import best_lines
 
     summary = run_study(plan.spec, storage_url=storage or None)
-    for row in summary.best:
-        click.echo("best: " + ", ".join(f"{k}={v}" for k, v in row.items() if v != ""))
+    for line in best_lines(summary.best):
+        click.echo(line)
     if plan.spec.decide is not None and trials is None:
         from mlflow_dlaas.decide.command import decide
 

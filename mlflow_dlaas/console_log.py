@@ -7,9 +7,11 @@ stderr are the commands' one-line errors (``cli.py``, ``errors.exit_code_of``)."
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 #: Set (to anything but 0) to see every library's INFO lines and the measured worker's whole
 #: output on the console; the worker's output is always in the run's log artifact.
@@ -99,3 +101,22 @@ def configure_console_logging() -> None:
     for name in _OURS:
         logging.getLogger(name).setLevel(logging.INFO)
     quiet_library_chatter()
+
+
+@contextlib.contextmanager
+def native_chatter_off() -> Iterator[None]:
+    """Within the block, what native code writes to stderr (TensorFlow's absl banners at
+    import: "oneDNN custom operations are on", ...) is dropped, unless :func:`verbose`;
+    Python's own ``sys.stderr`` writes go on as before."""
+    if verbose():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

@@ -24,6 +24,7 @@ from typing import Any
 
 import mlflow
 
+from mlflow_dlaas.backends import get_framework, get_runtime
 from mlflow_dlaas.console_log import console
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError, WorkloadError
 from mlflow_dlaas.launch import end_orphaned_run, start_project_run
@@ -46,8 +47,8 @@ REPLICATES = 4
 #: Runs measured once more because other work disturbed them (left out of the report), at
 #: most this many a demo: a machine busy throughout would otherwise double the demo.
 REMEASURE_DISTURBED = 6
-#: framework -> MLflow Projects environment manager (MXNet needs its own numpy 1.23)
-TRAIN_FRAMEWORKS = {"pytorch": "local", "tensorflow": "local", "mxnet": "virtualenv"}
+#: the frameworks the demo trains in (each backend says which environment it runs in)
+TRAIN_FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
 #: (runtime, the framework whose trained model it serves, extra params)
 SERVING: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("pytorch", "pytorch", {}),
@@ -106,7 +107,9 @@ class DemoResult:
 
 
 class _Remeasures:
-    """How many disturbed runs the demo may still measure once more."""
+    """How many disturbed runs the demo may still measure once more: a burst of other work
+    is worth waiting out, a machine that stays busy is not (a re-measured run disturbed
+    again ends the re-measuring)."""
 
     def __init__(self, budget: int) -> None:
         self.left = budget
@@ -114,13 +117,24 @@ class _Remeasures:
     def take(self, run_id: str) -> bool:
         """Whether to measure ``run_id``'s configuration once more: it was disturbed, and
         the budget allows."""
-        tags = mlflow.MlflowClient().get_run(run_id).data.tags
-        if tags.get(VALIDITY_TAG) != "disturbed" or self.left <= 0:
+        if not _disturbed(run_id) or self.left <= 0:
             return False
         self.left -= 1
         log.info(f"demo: run {run_id} was disturbed by other work on this machine (the report "
                  f"leaves it out): measuring it once more ({self.left} more allowed)")
         return True
+
+    def again_disturbed(self, run_id: str) -> None:
+        """After a re-measured run: where other work disturbed it too, the machine stays
+        busy, and the demo re-measures no more."""
+        if self.left and _disturbed(run_id):
+            self.left = 0
+            log.info("demo: the re-measured run was disturbed too: this machine stays busy, "
+                     "so no more runs are measured again (the report says which it left out)")
+
+
+def _disturbed(run_id: str) -> bool:
+    return mlflow.MlflowClient().get_run(run_id).data.tags.get(VALIDITY_TAG) == "disturbed"
 
 
 def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_id: str,
@@ -131,6 +145,7 @@ def _mlflow_run(project: str, entry: str, params: Mapping[str, Any], experiment_
     run_id = _one_run(project, entry, params, experiment_id, env_manager, replicate)
     if remeasures is not None and remeasures.take(run_id):
         run_id = _one_run(project, entry, params, experiment_id, env_manager, replicate)
+        remeasures.again_disturbed(run_id)
     return run_id
 
 
@@ -176,9 +191,10 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
             return None
 
     for replicate in range(replicates):  # repeat-major: A B C, A B C, ...
-        for framework, env_manager in TRAIN_FRAMEWORKS.items():
+        for framework in TRAIN_FRAMEWORKS:
             if framework not in chosen:
                 continue
+            env_manager = get_framework(framework).env_manager
             role = f"train/{framework}"
             params = {**TRAIN, "seed": replicate}
             run_id = step(role, lambda f=framework, m=env_manager, p=params, i=replicate:
@@ -193,7 +209,7 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
             role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
             params = {**INFER, **extra, "model_uri": f"runs:/{trained}", "seed": replicate}
             run_id = step(role, lambda r=runtime, p=params, i=replicate: _mlflow_run(
-                r, "infer", p, experiment_id, TRAIN_FRAMEWORKS.get(r, "local"), i,
+                r, "infer", p, experiment_id, get_runtime(r).env_manager, i,
                 remeasures))
             if run_id and role not in result.runs:
                 result.runs[role] = run_id

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from mlflow_dlaas.backends import available_runtimes, get_runtime
+from mlflow_dlaas.console_log import native_chatter_off
 
 
 def framework_builds(*, deep: bool = False) -> dict[str, Any]:
@@ -23,7 +24,9 @@ def framework_builds(*, deep: bool = False) -> dict[str, Any]:
             continue
         read.add(module)
         try:
-            builds.update(runtime.build_details(importlib.import_module(module)))
+            with native_chatter_off():  # a deep import's banners are not the fingerprint
+                imported = importlib.import_module(module)
+            builds.update(runtime.build_details(imported))
         except Exception as e:  # a broken install must not break the fingerprint
             builds[f"{module}_build_error"] = f"{type(e).__name__}: {e}"
     return builds

@@ -43,6 +43,11 @@ class InferenceRuntime(abc.ABC):
     #: The runtime's native library (a file-name prefix such as ``libtorch_cpu``): the
     #: library read-back resolves OpenMP entry points as it binds them.
     native_library: ClassVar[str] = ""
+    #: The MLflow Projects environment manager its project runs in ("virtualenv" where it
+    #: needs an environment of its own), and the modules a run of it imports here (none
+    #: where it runs in its own environment).
+    env_manager: ClassVar[str] = "local"
+    modules: ClassVar[tuple[str, ...]] = ()
     #: The precisions it serves, each with the devices it serves it on: asked (through
     #: :meth:`refuse_unserved`) before any run starts, never found out in :meth:`prepare`.
     precisions: ClassVar[Mapping[Precision, tuple[str, ...]]] = {Precision.FP32: ("cpu",)}

@@ -10,8 +10,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.models.spec import ArchitectureSpec
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 def pinned_requirement(*distributions: str) -> str:
@@ -101,7 +103,19 @@ class FrameworkAdapter(abc.ABC):
     module: ClassVar[str]  # the import name
     extra: ClassVar[str]  # the pip extra (or environment) that installs it
     #: The training precisions it has (:data:`mlflow_dlaas.config.TRAIN_PRECISIONS`).
-    precisions: ClassVar[tuple[str, ...]] = ("fp32",)
+    precisions: ClassVar[tuple[Precision, ...]] = (Precision.FP32,)
+    #: The MLflow Projects environment manager its project runs in ("virtualenv" where it
+    #: needs an environment of its own), and the modules a run of it imports here (none
+    #: where it runs in its own environment).
+    env_manager: ClassVar[str] = "local"
+    modules: ClassVar[tuple[str, ...]] = ()
+
+    def refuse_unserved(self, precision: Precision) -> None:
+        """ConfigError, before anything starts, where it does not train in ``precision``."""
+        if precision not in self.precisions:
+            raise ConfigError(f"precision {precision}: {self.name} trains in "
+                              f"{', '.join(self.precisions)} here; bf16 training is measured "
+                              "on pytorch (autocast) and tensorflow (mixed_bfloat16)")
     #: The framework's native library (a file-name prefix such as ``libtorch_cpu``): the
     #: library read-back resolves OpenMP entry points as it binds them.
     native_library: ClassVar[str] = ""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
+from mlflow_dlaas.backends import get_framework, get_runtime
 from mlflow_dlaas.console_log import console
 from mlflow_dlaas.errors import ConfigError, DlaasError, SourceUnavailable
 from mlflow_dlaas.libraries.settings import library_file
@@ -31,9 +32,6 @@ SPEC_DIR = (PACKAGED_SPECS if PACKAGED_SPECS.is_dir()
 #: what --quick promises on 2 cores
 QUICK_LIMIT_MIN = 20
 #: the Python modules each framework or runtime needs in this environment
-MODULES = {"pytorch": ("torch",), "tensorflow": ("tensorflow",),
-           "onnxruntime": ("onnxruntime", "torch"), "openvino": ("openvino", "torch"),
-           "mxnet": ()}
 PRELOADED = ("allocator", "openmp_runtime")
 
 
@@ -80,8 +78,9 @@ def claim_spec(claim: Claim, plan: str, experiment: str, specs: Path = SPEC_DIR)
 def unmeasurable(claim: Claim, spec: StudySpec) -> str | None:
     """Why this machine cannot measure the claim (a framework, library or energy counter
     missing), or None."""
+    backend = get_framework if spec.entry_point == "train" else get_runtime
     missing = sorted({f"{name} (module {module})" for name in spec.frameworks
-                      for module in MODULES.get(name, ())
+                      for module in backend(name).modules
                       if importlib.util.find_spec(module) is None})
     if missing:
         return f"a framework is missing: {', '.join(missing)} is not installed"

@@ -13,7 +13,13 @@ import mlflow
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from mlflow_dlaas.runs.schema import BEST_RUN_IDS_TAG, BEST_TRIAL_TAG, CLOSEST_TRIAL_TAG
+from mlflow_dlaas.figures import significant
+from mlflow_dlaas.runs.schema import (
+    BEST_RUN_IDS_TAG,
+    BEST_TRIAL_TAG,
+    CLOSEST_TRIAL_TAG,
+    VALIDITY_TAG,
+)
 from mlflow_dlaas.store.lifecycle import set_shared_tags
 from mlflow_dlaas.tuning.feasibility import (
     best_trials,
@@ -135,3 +141,27 @@ def _plots(study: optuna.Study, spec: StudySpec, out: Path) -> None:
             plt.close(figure)
         except (ValueError, RuntimeError, ZeroDivisionError, IndexError) as e:
             log.info("study plot %s skipped: %s", name, e)
+
+
+def best_lines(best: list[dict[str, Any]]) -> list[str]:
+    """The console's ``best:`` lines, figures at 3 significant digits; first a warning where
+    every run behind them was disturbed by other work on the machine (their figures are then
+    not comparable with a quiet machine's)."""
+    run_ids = [r for row in best for r in str(row.get("mlflow_run_ids", "")).split(",") if r]
+    client = mlflow.MlflowClient()
+    validity = []
+    for run_id in run_ids:
+        try:
+            validity.append(client.get_run(run_id).data.tags.get(VALIDITY_TAG, ""))
+        except Exception:  # a run the store lost: said nowhere else either
+            validity.append("")
+    lines = []
+    if validity and all(v == "disturbed" for v in validity):
+        lines.append("mlflow-dlaas: warning: every run behind the best trial was disturbed by "
+                     "other work on this machine, so its figures compare with nothing "
+                     "measured quietly; rerun the study on a quiet machine")
+    for row in best:
+        shown = ", ".join(f"{k}={significant(v) if isinstance(v, float) else v}"
+                          for k, v in row.items() if v != "" and k != "mlflow_run_ids")
+        lines.append(f"best: {shown}")
+    return lines

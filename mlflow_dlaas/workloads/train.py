@@ -38,6 +38,7 @@ def training_launch(config: TrainConfig, pruning: PruningLink | None) -> WorkerL
     """How to start the worker for ``config``; ``pruning``, where a study's driver linked
     its pruner, decides after each epoch."""
     adapter = get_framework(config.framework)
+    adapter.refuse_unserved(config.precision)  # before the worker, the run, anything starts
     return WorkerLaunch(
         module=WORKER, argv=as_cli_params(config.as_params()),
         environment=worker_environment(config.parallelism,

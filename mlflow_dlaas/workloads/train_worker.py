@@ -109,10 +109,7 @@ def prepare_trainer(adapter: FrameworkAdapter, config: TrainConfig, spec: Any,
                     dataset: Dataset) -> Trainer:
     """The framework loaded and configured, and the model built in it; ConfigError for a
     precision or device the framework cannot train with here."""
-    if config.precision not in adapter.precisions:
-        raise ConfigError(f"precision {config.precision}: {adapter.name} trains in "
-                          f"{', '.join(adapter.precisions)} here; bf16 training is measured "
-                          "on pytorch (autocast) and tensorflow (mixed_bfloat16)")
+    adapter.refuse_unserved(config.precision)
     adapter.load()
     if not adapter.device_available(config.device):
         raise ConfigError(f"device {config.device!r} is not available to {adapter.name} here; "

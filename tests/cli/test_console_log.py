@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,19 @@ def test_only_the_commands_one_line_errors_write_to_stderr_directly() -> None:
                    for n, line in enumerate(path.read_text().splitlines(), 1)
                    if "file=sys.stderr" in line)
     assert found == ["mlflow_dlaas/errors.py:131"], found
+
+
+def test_env_json_says_nothing_on_stderr() -> None:
+    """``env --json`` imports every installed framework: their native banners (TensorFlow's
+    absl lines) stay off the console, and stdout is the JSON alone."""
+    import json
+    import shutil
+
+    command = shutil.which("mlflow-dlaas", path=str(Path(sys.executable).parent))
+    if command is None:
+        pytest.skip("the mlflow-dlaas console script is not beside this Python")
+    env = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
+    done = subprocess.run([command, "env", "--json"], capture_output=True, text=True,
+                          timeout=300, env=env, check=True)
+    assert done.stderr == ""
+    assert json.loads(done.stdout)["cpu_model"]

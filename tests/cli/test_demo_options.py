@@ -66,3 +66,25 @@ def test_a_busy_machine_that_left_one_valid_run_gets_a_report_of_them_all(
     written, _ = demo._compare()
     assert "the demo's report compares them, marked disturbed" in capsys.readouterr().err
     assert "decided: " in written.markdown.read_text()
+
+
+def test_a_disturbed_run_is_measured_once_more_until_the_machine_stays_busy(
+        tracking: str) -> None:
+    import mlflow
+
+    from mlflow_dlaas import demo
+    from mlflow_dlaas.runs.schema import VALIDITY_TAG
+
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name(tracking).experiment_id
+
+    def run(validity: str) -> str:
+        return client.create_run(experiment, tags={VALIDITY_TAG: validity}).info.run_id
+
+    remeasures = demo._Remeasures(demo.REMEASURE_DISTURBED)
+    assert not remeasures.take(run("valid"))
+    assert remeasures.take(run("disturbed"))  # a burst: measured once more
+    remeasures.again_disturbed(run("valid"))
+    assert remeasures.take(run("disturbed"))
+    remeasures.again_disturbed(run("disturbed"))  # disturbed again: the machine stays busy
+    assert not remeasures.take(run("disturbed"))

@@ -13,6 +13,7 @@ import pytest
 
 from mlflow_dlaas.demo import (
     DEMO_EXPERIMENT,
+    REMEASURE_DISTURBED,
     REPLICATES,
     REPORT_DIR,
     SEARCH,
@@ -228,7 +229,11 @@ def test_the_demo_measures_each_configuration_enough_times(demo: CommandResult) 
         r.data.params.get("intra_op_threads", "default")) for r in measured
         if r.data.tags.get("dlaas.study") is None)
     assert len(configs) == len(TRAIN_FRAMEWORKS) + len(SERVING), configs
-    assert set(configs.values()) == {REPLICATES}, configs
+    extra = sum(n - REPLICATES for n in configs.values())  # disturbed runs measured again
+    assert min(configs.values()) == REPLICATES and extra <= REMEASURE_DISTURBED, configs
+    disturbed = sum(r.data.tags.get("dlaas.validity") == "disturbed" for r in measured
+                    if r.data.tags.get("dlaas.study") is None)
+    assert extra <= disturbed, configs
     if not any(r.data.tags.get("dlaas.validity") == "disturbed" for r in measured):
         assert "measure more replicates" not in demo.stdout, demo.stdout[-3000:]
 
@@ -291,7 +296,7 @@ def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:
     """``mlflow run .``, what MLflow users try first: the root MLproject's main entry point
     is the demo, under a launcher run that ends FINISHED like every other. Here with one
     replicate of TensorFlow's part (a training and a serving run, 40 s): the ``demo`` fixture
-    runs the whole demo, and its PyTorch part (with the 8-trial study) would add 3 minutes to
+    runs the whole demo, and its PyTorch part (with its study) would add minutes to
     the suite without testing more of the MLproject's wiring."""
     done = run_as_user("mlflow run . -P replicates=1 -P frameworks=tensorflow --env-manager local",
                        user_folder(tmp_path_factory, "main"), timeout=1500)

@@ -138,3 +138,11 @@ def test_no_module_holds_more_than_one_jobs_worth_of_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in sorted(PACKAGE.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert not long, long
+
+
+def test_the_report_reads_where_a_model_came_from_from_its_tag() -> None:
+    """The model source's kind is the run's ``dlaas.model_source`` tag: no module of the
+    report guesses it from the shape of ``model_uri``."""
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((PACKAGE / "report").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "runs:/" in line]
+    assert not found, found

@@ -74,3 +74,25 @@ def test_chunked_training_equals_training_on_the_shuffled_copy(
     assert (chunked.samples, chunked.steps, chunked.correct) == (
         whole.samples, whole.steps, whole.correct)
     assert chunked.loss_sum == pytest.approx(whole.loss_sum, rel=1e-5)
+
+
+def test_a_slow_epoch_says_where_it_is_every_ten_seconds() -> None:
+    """3 s a step in one 16 MiB chunk used to say nothing until the epoch's end."""
+    from mlflow_dlaas.workloads.progress import INTERVAL_S, Progress
+
+    now = [0.0]
+
+    class Slow(_Recorder):
+        def train_steps(self, x, y, batch_size, max_steps=None) -> StepStats:
+            now[0] += 3.0 * (-(-len(y) // batch_size))
+            return super().train_steps(x, y, batch_size, max_steps)
+
+    said: list[float] = []
+    progress = Progress("train epoch 1", 40, clock=lambda: now[0],
+                        say=lambda line: said.append(now[0]))
+    x = np.zeros((40 * 8, 1, 2, 2), dtype=np.float32)  # all of it well within one chunk
+    stats = train_in_order(Slow(), x, np.arange(len(x)), np.arange(len(x)), batch_size=8,
+                           progress=progress, clock=lambda: now[0])
+    assert stats.steps == 40
+    gaps = np.diff([0.0, *said, now[0]])
+    assert len(said) >= 10 and gaps.max() <= INTERVAL_S + 3.0, gaps

@@ -27,6 +27,7 @@ class MXNetRuntime(InferenceRuntime):
     module = "mxnet"
     extra = "mxnet"
     consumes = "mxnet"
+    env_manager = "virtualenv"  # MXNet needs numpy 1.23: its own environment
     precisions = {Precision.FP32: ("cpu",)}
     instead = dict.fromkeys(Precision, "the mxnet runtime runs fp32 on the CPU here")
     native_library = "libmxnet"

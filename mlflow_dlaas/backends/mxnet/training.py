@@ -40,6 +40,7 @@ class MXNetAdapter(FrameworkAdapter):
     name = "mxnet"
     module = "mxnet"
     extra = "mxnet"
+    env_manager = "virtualenv"  # MXNet needs numpy 1.23: its own environment
     native_library = "libmxnet"
 
     def environment(self, settings: ParallelismSettings) -> dict[str, str]:

@@ -29,6 +29,7 @@ class OnnxRuntimeRuntime(InferenceRuntime):
     module = "onnxruntime"
     extra = "onnxruntime"
     consumes = "onnx"
+    modules = ("onnxruntime", "torch")  # a fresh model is exported from PyTorch
     precisions = {Precision.FP32: ("cpu", "cuda"), Precision.INT8: ("cpu", "cuda"),
                   Precision.FP16: ("cuda",)}
     instead = {Precision.FP16: "fp16 needs device=cuda; on the CPU use fp32 or int8",

@@ -25,6 +25,7 @@ class OpenVINORuntime(InferenceRuntime):
     module = "openvino"
     extra = "openvino"
     consumes = "onnx"
+    modules = ("openvino", "torch")  # a fresh model is exported from PyTorch
     precisions = {p: ("cpu",) for p in HINTS}
     instead = {Precision.FP16: "fp16 needs a GPU; the openvino runtime is measured on the CPU "
                                "here: use fp32, bf16 (a CPU with native bf16) or int8",

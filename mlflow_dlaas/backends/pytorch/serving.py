@@ -24,6 +24,7 @@ class PyTorchRuntime(InferenceRuntime):
     module = "torch"
     extra = "torch"
     consumes = "pytorch"
+    modules = ("torch",)
     precisions = {Precision.FP32: ("cpu", "cuda"), Precision.BF16: ("cpu", "cuda"),
                   Precision.FP16: ("cuda",)}
     instead = {Precision.INT8: "the pytorch runtime has no maintained int8 path on the CPU "

@@ -38,7 +38,8 @@ class PyTorchAdapter(FrameworkAdapter):
     module = "torch"
     extra = "torch"
     native_library = "libtorch_cpu"
-    precisions = ("fp32", "bf16")
+    precisions = (Precision.FP32, Precision.BF16)
+    modules = ("torch",)
 
     def load(self) -> None:
         self.torch = import_optional("torch", extra=self.extra, purpose="The pytorch framework")

@@ -27,6 +27,7 @@ class TensorFlowRuntime(InferenceRuntime):
     module = "tensorflow"
     extra = "tensorflow"
     consumes = "tensorflow"
+    modules = ("tensorflow",)
     precisions = {Precision.FP32: ("cpu", "cuda"), Precision.BF16: ("cpu", "cuda")}
     instead = dict.fromkeys((Precision.INT8, Precision.FP16), (
         "the tensorflow runtime runs fp32 and bf16 (Keras's mixed_bfloat16) here; int8 goes "

@@ -31,13 +31,15 @@ from mlflow_dlaas.models.spec import (
     Residual,
 )
 from mlflow_dlaas.parallelism import ParallelismSettings
+from mlflow_dlaas.precision import Precision
 
 
 class TensorFlowAdapter(FrameworkAdapter):
     name = "tensorflow"
     module = "tensorflow"
     extra = "tensorflow"
-    precisions = ("fp32", "bf16")
+    precisions = (Precision.FP32, Precision.BF16)
+    modules = ("tensorflow",)
 
     def load(self) -> None:
         self.tf = import_optional("tensorflow", extra=self.extra,
