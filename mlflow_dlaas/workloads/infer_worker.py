@@ -32,6 +32,7 @@ from mlflow_dlaas.backends.builds import framework_builds
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.environment import FINGERPRINT_DIR, as_tags, fingerprint, write_fingerprint
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.figures import significant
 from mlflow_dlaas.hardware import cores_in_use, fp32_peak_gflops
 from mlflow_dlaas.inference import equivalence, scenarios
 from mlflow_dlaas.inference.config import InferConfig
@@ -97,6 +98,7 @@ def infer(config: InferConfig, channel: WorkerChannel) -> None:
         source = load_source(config, runtime)
         predict = prepared(runtime, source, config)
         load_s = time.perf_counter() - t0
+    log.info(f"load: {runtime.name} {runtime.version()} ready to serve in {load_s:.1f} s")
     host = _describe(channel, runtime, source, load_s)
     report_libraries(channel, config.parallelism, runtime.name, runtime.native_library,
                      runtime.libraries_in_force())
@@ -232,9 +234,13 @@ def _check_batching(source: ModelSource, config: InferConfig) -> None:
 
 def _report_batch(channel: WorkerChannel, scenario: str, batch: int,
                   result: LatencyResult) -> None:
-    """One batch size's figures: as history (step = batch size) and under flat keys."""
+    """One batch size's figures: as history (step = batch size) and under flat keys; a line
+    on the console, so that a long sweep says where it is."""
     channel.metrics(result.metrics(scenario), step=batch)
     channel.metrics(result.metrics(f"{scenario}/batch_{batch}"))
+    log.info(f"{scenario} batch {batch}: p99 {significant(result.p99_ms)} ms, "
+             f"{significant(result.throughput_samples_per_s)} samples/s "
+             f"({result.count:,} queries, {result.duration_s:.1f} s)")
 
 
 def _report_totals_and_cdf(channel: WorkerChannel, measured: Measured) -> None:

@@ -48,6 +48,12 @@ def test_every_scenario_runs_with_the_same_metric_keys(tracking: str, runtime: s
     assert "single_stream, batch 4" in run.data.tags["mlflow.note.content"]
     assert run.data.params["min_query_count"] == "20"
     assert run.data.tags["dlaas.runtime"] == runtime
+    said = out.stderr.splitlines()  # what a user sees: where it is, scenario by scenario
+    for scenario in ("single_stream", "offline"):
+        for batch in (1, 4):
+            assert any(line.startswith(f"{scenario} batch {batch}: p99 ") for line in said), said
+    assert any(line.startswith(f"load: {runtime} ") for line in said), said
+    assert not [line for line in said if "Warning" in line or "Traceback" in line], said
     assert run.data.params["in_force_intra_op_threads"]
 
 
