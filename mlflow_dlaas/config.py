@@ -154,11 +154,6 @@ def parse_cli_params(argv: Sequence[str]) -> dict[str, str]:
     return params
 
 
-def as_cli_params(params: Mapping[str, Any]) -> tuple[str, ...]:
-    """The inverse of :func:`parse_cli_params` (empty values left out)."""
-    return tuple(item for k, v in params.items() if v != "" for item in (f"--{k}", str(v)))
-
-
 C = TypeVar("C")
 
 

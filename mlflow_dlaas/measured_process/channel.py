@@ -119,6 +119,19 @@ def _await_go(control: IO[str], where: str) -> None:
                             f"({answer or 'it closed the pipe'})")
 
 
+#: The entry's validated configuration, as JSON params, in the run-scoped folder: what the
+#: worker reads (never its argv parsed again).
+CONFIG_FILE = "config.json"
+
+
+def entry_config() -> dict[str, Any]:
+    """The configuration the entry validated and wrote for this worker (:data:`CONFIG_FILE`
+    in the run-scoped folder)."""
+    import json
+
+    return json.loads((Path(os.environ[DIR_ENV]) / CONFIG_FILE).read_text())
+
+
 def worker_dir() -> Path:
     """A fresh folder inside the run-scoped folder the entry removes when the run ends."""
     import tempfile

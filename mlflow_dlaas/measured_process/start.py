@@ -9,6 +9,7 @@ holds before its first measured phase until the entry, its monitor running, says
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -18,8 +19,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from mlflow_dlaas.measured_process.channel import CHECKPOINTS_ENV, CONTROL_FD_ENV, DIR_ENV, FD_ENV
+from mlflow_dlaas.measured_process.channel import (
+    CHECKPOINTS_ENV,
+    CONFIG_FILE,
+    CONTROL_FD_ENV,
+    DIR_ENV,
+    FD_ENV,
+)
 from mlflow_dlaas.measured_process.lifeline import die_with_parent, stop_process_tree
 from mlflow_dlaas.measured_process.scratch import scratch_dir
 from mlflow_dlaas.runs.validity import ValidityThresholds
@@ -38,7 +46,9 @@ class WorkerLaunch:
     """
 
     module: str
-    argv: tuple[str, ...]
+    #: the entry's validated configuration as params (JSON values), which the worker reads
+    #: from :data:`~mlflow_dlaas.measured_process.channel.CONFIG_FILE`
+    config: Mapping[str, Any]
     environment: dict[str, str]
     cpu_affinity: tuple[int, ...] | None
     measured_phases: tuple[str, ...]
@@ -89,8 +99,9 @@ class StartedWorker:
             if cores is not None:
                 os.sched_setaffinity(0, cores)
 
+        (self.workdir / CONFIG_FILE).write_text(json.dumps(dict(launch.config), default=str))
         self.started_wall_s = time.time()
-        return subprocess.Popen([sys.executable, "-m", launch.module, *launch.argv], env=env,
+        return subprocess.Popen([sys.executable, "-m", launch.module], env=env,
                                 pass_fds=(report_fd, control_fd), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, preexec_fn=before_exec)
 

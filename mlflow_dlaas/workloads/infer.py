@@ -17,7 +17,6 @@ import mlflow
 from mlflow_dlaas.backends import get_runtime
 from mlflow_dlaas.backends.formats import model_formats
 from mlflow_dlaas.backends.model_files import TRUST_PICKLES_ENV
-from mlflow_dlaas.config import as_cli_params
 from mlflow_dlaas.figures import significant
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.sources.manifest import SOURCE_ENV, SourceManifest
@@ -104,7 +103,7 @@ def run_inference(config: InferConfig) -> InferenceResult:
             environment[SOURCE_ENV] = source_dir
             _tag_a_trusted_pickle(Path(source_dir))
         launch = WorkerLaunch(
-            module=WORKER, argv=as_cli_params(params), environment=environment,
+            module=WORKER, config=params, environment=environment,
             cpu_affinity=config.parallelism.cpu_affinity, measured_phases=config.scenarios,
             headline_phases=config.scenarios, monitor_interval_s=config.monitor_interval,
             stall_timeout_s=config.stall_timeout_s, thresholds=config.validity)

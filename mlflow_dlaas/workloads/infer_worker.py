@@ -21,7 +21,6 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -413,9 +412,10 @@ SCENARIO_RUNNERS = {"single_stream": _single_stream, "multi_stream": _multi_stre
                     "offline": _offline, "server": serve_server, "ensemble": _ensemble}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Benchmark per the ``--name value`` params; report figures, or the error, to the entry."""
-    return serve("infer", argv, lambda params, channel: infer(
+def main() -> int:
+    """Benchmark per the entry's configuration; report figures, or the error, to the
+    entry."""
+    return serve("infer", lambda params, channel: infer(
         InferConfig.from_params(params), channel))
 
 

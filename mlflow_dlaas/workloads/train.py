@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlflow_dlaas.backends import get_framework
-from mlflow_dlaas.config import TrainConfig, as_cli_params
+from mlflow_dlaas.config import TrainConfig
 from mlflow_dlaas.data import SHAPES
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.measured_process.lifeline import exit_without_teardown
@@ -40,7 +40,7 @@ def training_launch(config: TrainConfig, pruning: PruningLink | None) -> WorkerL
     adapter = get_framework(config.framework)
     adapter.refuse_unserved(config.precision)  # before the worker, the run, anything starts
     return WorkerLaunch(
-        module=WORKER, argv=as_cli_params(config.as_params()),
+        module=WORKER, config=config.as_params(),
         environment=worker_environment(config.parallelism,
                                        adapter.environment(config.parallelism)),
         cpu_affinity=config.parallelism.cpu_affinity, measured_phases=MEASURED_PHASES,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -286,9 +285,9 @@ def _save(channel: WorkerChannel, trainer: Trainer, config: TrainConfig,
     channel.tags(tags)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Train per the ``--name value`` params; report figures, or the error, to the entry."""
-    return serve("train", argv, lambda params, channel: asdict(
+def main() -> int:
+    """Train per the entry's configuration; report figures, or the error, to the entry."""
+    return serve("train", lambda params, channel: asdict(
         train(TrainConfig.from_params(params), channel)))
 
 

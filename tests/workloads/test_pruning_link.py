@@ -75,7 +75,7 @@ def test_a_worker_told_to_stop_does_not_start_the_next_epoch(tmp_path: Path) -> 
     """)
     (tmp_path / "stop_worker.py").write_text(worker)
     decide = lambda step, metrics: "enough" if step == 2 else None  # noqa: E731
-    launch = WorkerLaunch(module="stop_worker", argv=(), cpu_affinity=None,
+    launch = WorkerLaunch(module="stop_worker", config={}, cpu_affinity=None,
                           environment={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
                           measured_phases=(), headline_phases=(), monitor_interval_s=0.1,
                           stall_timeout_s=30, checkpoint=decide)
