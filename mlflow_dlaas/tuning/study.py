@@ -113,8 +113,8 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     SIGINT, SIGTERM and SIGHUP stop it as Ctrl-C does: the trial's process tree is stopped,
     the trial FAILS (to be retried by the next run) and the parent run ends KILLED.
     """
-    if not verbose():  # ours say it: "[2/8] trial 1 ..."
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not verbose():  # ours say it: "[2/8] trial 1 ...", "trial 1 failed: <why>"
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
     check_storage_url(storage_url)  # a bad --storage makes nothing, not even ./mlflow.db
     with stop_on_signals(escalate=True) as stop:  # before the first store write
         target = configure_tracking()

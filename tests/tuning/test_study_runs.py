@@ -94,6 +94,10 @@ def test_failed_and_timed_out_trials_are_recorded_and_the_study_goes_on(
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{Path.cwd() / 'optuna.db'}")
     states = {t.params["dataset"]: t.state.name for t in study.trials}
     assert states == {"mnist": "FAIL", "digits": "COMPLETE"}
+    # said once, in our words: no Optuna "[W ...] Trial 0 failed" line beside ours
+    assert not [line for line in out.stderr.splitlines() if line.startswith("[W ")], out.stderr
+    assert any("failed: " in line and "pass data_dir" in line
+               for line in out.stderr.splitlines()), out.stderr[-3000:]
 
     # a study in which no trial completed has no result: it fails, with the reasons counted
     slow = study_name()
