@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ from mlflow_dlaas.report.failures import (
 )
 from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.report.screening import counted_runs_label, counts_toward_winner
-from mlflow_dlaas.report.settings_apart import by_setting, decided_in_part
+from mlflow_dlaas.report.settings_apart import by_setting, decided_in_part, recipe_decided
 from mlflow_dlaas.report.tables import setting_cell
 from mlflow_dlaas.runs.goals import Bound, Goal
 from mlflow_dlaas.runs.schema import (
@@ -91,6 +92,8 @@ class Recommendation:
     settle: str = ""
     #: for an open answer: the settings decided one by one (the others held fixed), in words
     in_part: str = ""
+    #: every setting of the recipe decided one by one (:func:`recipe_decided`): decided
+    by_settings: bool = False
 
     @property
     def found(self) -> bool:
@@ -105,7 +108,7 @@ class Recommendation:
     @property
     def decided(self) -> bool:
         """Whether the comparison is settled: a winner, or no meaningful difference."""
-        return self.compares and self.verdict in ("winner", "tie")
+        return self.compares and self.verdict in ("winner", "tie", "settings")
 
     @property
     def verdict(self) -> str:
@@ -116,6 +119,8 @@ class Recommendation:
                                                           Verdict.TOO_FEW):
             if not self.runners_up:
                 return "only"
+            if self.by_settings:
+                return "settings"
             return "part" if self.in_part else "open"
         return "tie" if self.effect.verdict is Verdict.NO_DIFFERENCE else "winner"
 
@@ -288,7 +293,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         best_failures=failures[0], never_finished=never,
         spreads=_spreads_differ(shortlist, keys[0]),
         settle=_settle(rows, ranked, keys[0], effect, include_disturbed),
-        in_part=_in_part(rows, ranked, shown, keys[0], goal, effect, include_disturbed))
+        **_in_part(rows, ranked, shown, keys[0], goal, effect, include_disturbed))
 
 
 def recommend_each_workload(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
@@ -361,20 +366,22 @@ def _contenders(rows: pd.DataFrame, ranked: pd.DataFrame, key: str, goal: Goal,
 
 
 def _in_part(rows: pd.DataFrame, ranked: pd.DataFrame, shown: list[str], key: str,
-             goal: Goal, effect: Effect | None, include_disturbed: bool) -> str:
+             goal: Goal, effect: Effect | None, include_disturbed: bool) -> dict[str, Any]:
     """For an open answer among three or more configurations: the leader's settings that
-    are decided one by one, each matched cell by cell with the others held fixed."""
+    are decided one by one, each matched cell by cell with the others held fixed
+    (``in_part``), and whether that decides the whole recipe (``by_settings``)."""
     if effect is None or effect.verdict.decided or effect.verdict is Verdict.NO_DIFFERENCE \
             or len(ranked) < 3:
-        return ""
+        return {}
     configs = configuration_ids(rows)
     counted = rows[counts_toward_winner(rows, include_disturbed=include_disturbed)
                    & configs.isin(ranked["config"])]
     columns = [c for c in shown if c.startswith("params.")]
     leader = {c: "" if pd.isna(ranked.iloc[0][c]) else str(ranked.iloc[0][c])
               for c in columns if c in ranked}
-    return decided_in_part(by_setting(counted, leader, columns, key,
-                                      lower_is_better=goal.direction == "minimize"))
+    verdicts = by_setting(counted, leader, columns, key,
+                          lower_is_better=goal.direction == "minimize")
+    return {"in_part": decided_in_part(verdicts), "by_settings": recipe_decided(verdicts)}
 
 
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:

@@ -19,7 +19,7 @@ th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
 figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: .85rem; color: #555; } .missing { color: #8a5a00; }
 .answer { padding: .5rem .8rem; margin: .6rem 0; border-left: 4px solid #999; background: #f5f5f5; }
-.answer.winner { background: #eef7ee; border-left-color: #3a3; }
+.answer.winner, .answer.settings { background: #eef7ee; border-left-color: #3a3; }
 .answer.tie, .answer.only { background: #eef2f8; border-left-color: #57a; }
 .answer.open, .answer.part { background: #f7f7f2; border-left-color: #aa8; }
 .answer.none { background: #fbf3e6; border-left-color: #c80; }
@@ -35,6 +35,7 @@ code { font-size: .85rem; }
 VERDICT_LABELS = {"winner": "a clear winner", "tie": "no meaningful difference",
                   "open": "not separable: no winner yet",
                   "part": "no winner yet; some settings decided one by one",
+                  "settings": "decided setting by setting",
                   "only": "the only candidate",
                   "none": "no configuration qualifies"}
 

@@ -7,6 +7,13 @@ value against each other value, matched cell by cell with every other setting he
 (:func:`mlflow_dlaas.report.comparable.match`, a stratified test). A setting is decided for
 the leader's value where each other value is decided worse; the others are named as not yet
 told apart.
+
+Where every setting is decided so, each of its ``m`` comparisons at ``5 % / m`` (Bonferroni:
+the chance that any of them is a false "better" stays at or below 5 %), the whole recipe is
+decided setting by setting: the answer then counts as decided, although the leading cell and
+the next are not told apart as whole configurations (:func:`recipe_decided`). That reading
+holds each setting's effect to be of one sign across the cells it was matched in, which the
+matched test pools over (the cells are named in the answer).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from mlflow_dlaas.decidable import ALPHA
 from mlflow_dlaas.report.comparable import match
 from mlflow_dlaas.report.effect import Effect, Verdict
 from mlflow_dlaas.report.formatting import setting_text
@@ -66,6 +74,15 @@ def by_setting(rows: pd.DataFrame, leader: Mapping[str, str], columns: Sequence[
     return verdicts
 
 
+def recipe_decided(verdicts: Sequence[SettingVerdict]) -> bool:
+    """Whether every setting is decided for the leader's value, each of the ``m``
+    comparisons behind them at ``ALPHA / m`` (Bonferroni over the settings' comparisons)."""
+    effects = [e for v in verdicts for _, e in v.against]
+    level = ALPHA / max(len(effects), 1)
+    return bool(verdicts) and all(v.decided for v in verdicts) and all(
+        e.p_value is not None and e.p_value < level for e in effects)
+
+
 def decided_in_part(verdicts: Sequence[SettingVerdict]) -> str:
     """``decided setting by setting: intra_op_threads=2 (better than 1: ...); not yet told
     apart: allocator, openmp_runtime``; '' where no setting is decided."""
@@ -73,6 +90,11 @@ def decided_in_part(verdicts: Sequence[SettingVerdict]) -> str:
     if not decided:
         return ""
     rest = [v.setting for v in verdicts if not v.decided]
+    if recipe_decided(verdicts):
+        comparisons = sum(len(v.against) for v in verdicts)
+        return (f"the whole recipe is decided setting by setting (each of its {comparisons} "
+                f"comparisons at {ALPHA:g}/{comparisons}, matched with the other settings "
+                "held fixed): " + "; ".join(v.text() for v in decided))
     return ("decided setting by setting, each matched with the others held fixed: "
             + "; ".join(v.text() for v in decided)
             + (f"; not yet told apart: {', '.join(rest)}" if rest else ""))

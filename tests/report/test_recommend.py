@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from mlflow_dlaas.report.effect import Verdict, compare_runs
-from mlflow_dlaas.report.recommend import recommend, recommend_each_workload
+from mlflow_dlaas.report.recommend import decided_line, recommend, recommend_each_workload
 from mlflow_dlaas.runs.goals import parse_bound, parse_goal
 
 
@@ -311,3 +311,43 @@ def test_an_open_answer_names_every_configuration_not_yet_told_from_the_best() -
     settled = recommend(_runs({"a": [1.0, 1.1, 1.2, 1.3], "d": [3.0, 3.1, 3.2, 3.3]}),
                         parse_goal("train_time"))
     assert settled.verdict == "winner" and settled.contender_run_ids == ()
+
+
+def _grid_rows(times: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"run_id": f"{threads}-{allocator}-{seed}", "run_name": "r", "experiment_id": "1",
+         "entry": "train", "system": "pytorch", "host": "aaaaaaaaaaaa",
+         "params.seed": str(seed), "validity": "valid", "params.intra_op_threads": threads,
+         "params.allocator": allocator, "metrics.Headline/train_time_seconds": value}
+        for (threads, allocator), values in times.items() for seed, value in enumerate(values)])
+
+
+def test_a_recipe_whose_every_setting_is_decided_is_decided_setting_by_setting() -> None:
+    """The demo's study on a quiet machine: the best cell's slow fourth run keeps it from
+    being told from the next whole cell, but 2 threads and the default allocator are each
+    plainly better, matched cell by cell (each test at 5 %/2): the recipe is decided."""
+    times = {("2", "default"): [0.97, 0.98, 1.00, 1.18],
+             ("2", "jemalloc"): [1.13, 1.15, 1.17, 1.19],
+             ("1", "default"): [1.45, 1.47, 1.49, 1.51],
+             ("1", "jemalloc"): [1.63, 1.65, 1.67, 1.69]}
+    answer = recommend(_grid_rows(times), parse_goal("train_time"))
+    assert answer.best == {"system": "pytorch", "allocator": "default", "intra_op_threads": "2"}
+    assert answer.effect is not None and answer.effect.verdict is Verdict.NOT_SEPARABLE
+    assert (answer.verdict, answer.decided) == ("settings", True)
+    assert answer.in_part.startswith("the whole recipe is decided setting by setting (each "
+                                     "of its 2 comparisons at 0.05/2")
+    assert decided_line([answer]).startswith("decided: 1 of 1 questions")
+
+
+def test_the_settings_decide_the_recipe_only_each_at_its_bonferroni_level() -> None:
+    from mlflow_dlaas.report.effect import Effect
+    from mlflow_dlaas.report.settings_apart import SettingVerdict, recipe_decided
+
+    def better(p: float) -> Effect:
+        return Effect(Verdict.BETTER, 0.8, 0.7, 0.9, p, (8, 8), "matched", True)
+
+    threads = SettingVerdict("intra_op_threads", "2", (("1", better(0.001)),))
+    assert recipe_decided([threads, SettingVerdict("allocator", "default",
+                                                   (("jemalloc", better(0.01)),))])
+    assert not recipe_decided([threads, SettingVerdict("allocator", "default",
+                                                       (("jemalloc", better(0.03)),))])
