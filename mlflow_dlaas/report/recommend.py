@@ -152,6 +152,9 @@ class Recommendation:
         if not self.runners_up or self.effect is None:
             return "the only qualifying configuration: nothing to compare it with"
         words = self.effect.words(f"the next best ({self.runner_up_names()[0][0]})")
+        if self.by_settings:  # decided, by its settings: the whole cells are the caveat
+            return (f"decided setting by setting (below); as whole configurations, {words}"
+                    + (f"; {self.spreads}" if self.spreads else ""))
         return "; ".join(part for part in (words, self.spreads, self.settle) if part)
 
     def test_text(self) -> str:
