@@ -113,7 +113,8 @@ def run_inference(config: InferConfig) -> InferenceResult:
                                  config.parallelism.cpu_affinity)
         mlflow.log_metrics(inference_headline(
             mlflow.MlflowClient().get_run(run_id).data.metrics))
-        describe_active_run(f"Inference: {config.model} on {config.runtime}",
+        trained_in = f" (trained in {config.model})" if plan.name != config.model else ""
+        describe_active_run(f"Inference: {plan.name}{trained_in} on {config.runtime}",
                             _key_settings(config))
     finished = mlflow.MlflowClient().get_run(run_id)
     return InferenceResult(run_id, config.runtime, dict(finished.data.metrics),

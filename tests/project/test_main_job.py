@@ -290,6 +290,9 @@ def test_the_demo_serves_every_trained_model_and_checks_it_against_its_framework
         assert (source, run.data.params["model_uri"].removeprefix("runs:/")) in trained
         assert run.data.metrics["equivalence/max_abs_error"] < 1e-3
         assert run.data.metrics["offline/throughput_samples_per_second"] > 0
+        assert run.data.tags["dlaas.model_source"] == "training_run"
+        # the model by its name, the run it came from beside it (the UI's description)
+        assert "Inference: lenet5 (trained in run-" in run.data.tags["mlflow.note.content"]
 
 
 def test_mlflow_run_of_the_checkout_runs_the_main_job(tmp_path_factory) -> None:
