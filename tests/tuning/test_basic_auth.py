@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,18 +101,21 @@ def _walk(client: mlflow.MlflowClient, run_id: str, path: str) -> list[str]:
     return files
 
 
-def test_mlflow_run_prints_no_password_in_its_run_links(
+def test_mlflow_run_of_our_project_prints_no_password_in_its_run_links(
     tmp_path: Path, auth_server: str
 ) -> None:
-    """Plain `mlflow run` (MLflow's own process, with our package installed) against a
-    tracking URI holding the password: MLflow's "View run ... at:" lines would print it."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "MLproject").write_text(
-        "name: quiet\nentry_points:\n  main:\n    command: \"python -c 'print(1)'\"\n")
+    """Plain `mlflow run` of one of our projects (MLflow's own process, with our package
+    installed) against a tracking URI holding the password: MLflow's "View run ... at:"
+    lines would print it. (Someone else's project is left as MLflow runs it:
+    tests/store/test_launcher_guard.py.)"""
+    from mlflow_dlaas.project_paths import projects_dir
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # .venv active
     env["MLFLOW_TRACKING_URI"] = auth_server.replace("http://", f"http://admin:{SECRET}@")
-    out = subprocess.run(["mlflow", "run", str(project), "--env-manager", "local",
+    out = subprocess.run(["mlflow", "run", str(projects_dir() / "pytorch"), "-e", "train",
+                          "-P", "epochs=1", "-P", "max_steps=2", "-P", "warmup_steps=1",
+                          "--env-manager", "local",
                           "--experiment-name", f"links-{uuid.uuid4().hex[:6]}"],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -12,6 +12,7 @@ from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.tuning import recovery
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.delivery import DELIVERED_FROM_ATTR, UNDELIVERED_ATTR
+from mlflow_dlaas.tuning.progress import grid_points_left
 from mlflow_dlaas.tuning.sampling import make_sampler, suggest
 from mlflow_dlaas.tuning.spec import parse_spec
 from mlflow_dlaas.tuning.trial_runner import UNDELIVERED_REASON
@@ -57,7 +58,7 @@ def test_a_resent_trial_becomes_complete_on_the_next_run(tracking: str) -> None:
     assert complete.values == [0.93] and complete.params == failed.params
     assert complete.user_attrs[DELIVERED_FROM_ATTR] == failed.number
     assert sum(recovery.counts(t) for t in trials) == 1  # the pair counts once
-    assert driver._grid_points_left(spec, trials) == 1  # its point measured, the other not
+    assert grid_points_left(spec, trials) == 1  # its point measured, the other not
 
 
 def test_a_trial_failed_during_an_outage_leaves_its_point_to_the_next_run(tracking: str
@@ -83,7 +84,7 @@ def test_a_trial_failed_during_an_outage_leaves_its_point_to_the_next_run(tracki
     own, outage = study.get_trials()
     assert own.params["batch_size"] != outage.params["batch_size"]
     assert not recovery.counts(outage) and recovery.counts(own)
-    assert driver._grid_points_left(spec, study.get_trials()) == 1  # the outage's point
+    assert grid_points_left(spec, study.get_trials()) == 1  # the outage's point
     retry = study.ask()
     assert suggest(retry, spec)["batch_size"] == outage.params["batch_size"]
 

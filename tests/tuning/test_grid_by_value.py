@@ -14,6 +14,7 @@ from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.tuning import recovery
 from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.grid import POINT_ATTR, GridByValue
+from mlflow_dlaas.tuning.progress import next_step
 from mlflow_dlaas.tuning.sampling import grid_space, make_sampler, suggest
 from mlflow_dlaas.tuning.spec import StudySpec, parse_spec
 from tests.tuning.test_recovery import _dead_owner
@@ -42,7 +43,7 @@ def _drive(study: optuna.Study, spec: StudySpec, limit: int | None = None) -> li
     """The driver's loop without the runs: each trial's settings, told complete."""
     measured: list[tuple] = []
     started = time.monotonic()
-    while driver._next_step(study, spec, started) == "ask":
+    while next_step(study, spec, started) == "ask":
         if limit is not None and len(measured) >= limit:
             break
         trial = study.ask()

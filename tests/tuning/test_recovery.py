@@ -19,6 +19,7 @@ from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.store.ownership import Owner, _start_token, owner_tags
 from mlflow_dlaas.tuning import recovery
 from mlflow_dlaas.tuning import study as driver
+from mlflow_dlaas.tuning.progress import next_step
 from mlflow_dlaas.tuning.sampling import make_sampler
 from mlflow_dlaas.tuning.spec import parse_spec
 
@@ -129,7 +130,7 @@ def test_a_grid_retry_takes_its_failed_trials_place(tracking: str) -> None:
     recovery.recover_stale_trials(study)
     measured = []
     started = time.monotonic()
-    while (step := driver._next_step(study, spec, started)) == "ask":
+    while (step := next_step(study, spec, started)) == "ask":
         trial = study.ask()
         measured.append(trial.suggest_categorical("batch_size", [8, 16, 32]))
         driver._tell(study, trial, StopSignals(), [1.0])
@@ -159,7 +160,7 @@ def test_a_trial_stopped_inside_ask_is_failed_and_its_grid_point_measured(
     assert "before the trial was under way" in failed.user_attrs[recovery.REASON_ATTR]
     measured = []
     started = time.monotonic()
-    while (step := driver._next_step(study, spec, started)) == "ask":
+    while (step := next_step(study, spec, started)) == "ask":
         trial = study.ask()
         measured.append(trial.suggest_categorical("batch_size", [32, 64]))
         driver._tell(study, trial, StopSignals(), [1.0])
