@@ -73,7 +73,7 @@ def test_bf16_is_served_and_its_cost_measured_where_the_cpu_has_it(tmp_path: Pat
     reason = emulated_bf16_reason()
     if reason:
         pytest.skip(reason)
-    needs("torch", "onnx", runtime)
+    needs("torch", "onnx", *get_runtime(runtime).modules)
     served = get_runtime(runtime)
     served.load()
     source = (exported(tmp_path) if runtime == "openvino"
