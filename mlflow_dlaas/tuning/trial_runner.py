@@ -108,6 +108,9 @@ def run_child(
     run KILLED and tagged :data:`PRUNED_TAG`: the outcome is PRUNED.
     """
     client = mlflow.MlflowClient()
+    # Counted before the run exists: a server that dies between its creation and its params
+    # must still count as an outage during this trial.
+    outages = outages_seen(mlflow.get_tracking_uri())
     run = client.create_run(
         experiment_id,
         run_name=tags.get(TRIAL_NAME_TAG),
@@ -119,7 +122,6 @@ def run_child(
     # Logged here, so that a trial that fails before logging anything still shows its params.
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
     added = {**(environment or {}), **(watch.environment() if watch else {})}
-    outages = outages_seen(mlflow.get_tracking_uri())
     started = time.perf_counter()
     try:
         with _added_environment(added), (watch.launching() if watch else contextlib.nullcontext()):
