@@ -45,6 +45,8 @@ def reports_errors(func: F) -> F:
             from mlflow.exceptions import MlflowException
 
             stalled = stalled_database_reason(e)
+            if stalled or is_unreachable(e):
+                _say_held_writes()  # before the error, so that it is the last line
             if stalled:
                 click.echo(f"mlflow-dlaas: error: the database server {stalled}; check it, "
                            "then run the command again (a study resumes where it stopped)",
@@ -69,6 +71,15 @@ def reports_errors(func: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _say_held_writes() -> None:
+    """One line per run whose writes its store did not take (its journal; one quick try,
+    none for a store that went silent)."""
+    if "mlflow_dlaas.store.journaled_store" in sys.modules:
+        from mlflow_dlaas.store.lifecycle import deliver_held_writes
+
+        deliver_held_writes("mlflow-dlaas", within_s=0.0)
 
 
 def _give_launcher_run_the_reason(reason: str) -> None:

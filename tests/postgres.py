@@ -4,7 +4,12 @@ databases, dropped after; a test skips with the reason where none answers."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -39,3 +44,64 @@ def fresh_databases(*roles: str) -> Iterator[tuple[str, ...]]:
             for name in names:
                 cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.close()
+
+
+class OwnPostgres:
+    """A PostgreSQL server of this test's own (its own cluster and port), which the test may
+    freeze (SIGSTOP on every one of its processes, as a paused VM or a stopped container
+    would) and thaw; a skip where this machine cannot make one (not root, no initdb)."""
+
+    def __init__(self) -> None:
+        initdb = shutil.which("initdb") or next(
+            iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None)
+        if initdb is None or os.geteuid() != 0:
+            pytest.skip("an own PostgreSQL server needs initdb and root (it runs as the "
+                        "postgres user)")
+        self.bin = os.path.dirname(os.path.realpath(initdb))
+        self.folder = tempfile.mkdtemp(prefix="dlaas-pg-")
+        shutil.chown(self.folder, "postgres")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self._as_postgres("initdb", "-D", f"{self.folder}/data", "-A", "trust", "-U", "root",
+                          "--no-sync", "-E", "UTF8")
+        self._as_postgres("pg_ctl", "-D", f"{self.folder}/data", "-l", f"{self.folder}/log",
+                          "-w", "-o", f"-p {self.port} -k {self.folder} "
+                          "-c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        self.url = f"postgresql://root@127.0.0.1:{self.port}"
+
+    def _as_postgres(self, tool: str, *args: str) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", f"{self.bin}/{tool}", *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def database(self, name: str) -> str:
+        """A new database on this server; its URL."""
+        import psycopg
+
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return f"{self.url}/{name}"
+
+    def _processes(self) -> list[Any]:
+        import psutil
+
+        with open(f"{self.folder}/data/postmaster.pid") as pid_file:
+            pid = int(pid_file.readline())
+        main = psutil.Process(pid)
+        return [main, *main.children(recursive=True)]
+
+    def freeze(self) -> None:
+        """Stop every process of the server (SIGSTOP): connections stay open, nothing answers."""
+        for process in self._processes():
+            process.suspend()
+
+    def thaw(self) -> None:
+        for process in self._processes():
+            process.resume()
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.thaw()
+        with contextlib.suppress(Exception):
+            self._as_postgres("pg_ctl", "-D", f"{self.folder}/data", "-m", "immediate", "stop")
+        shutil.rmtree(self.folder, ignore_errors=True)

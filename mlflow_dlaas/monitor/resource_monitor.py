@@ -28,6 +28,9 @@ MIN_INTERVAL_S = 0.01
 #: the longest interval between samples: a run shorter than it would show no timeline
 MAX_INTERVAL_S = 3600.0
 DEFAULT_FLUSH_INTERVAL_S = 5.0
+#: How long stopping waits for the sampling thread: longer than a silent store's one bounded
+#: wait (its push then goes to the run's journal), never for ever.
+JOIN_WITHIN_S = 60.0
 
 
 def validate_interval(interval_s: float) -> float:
@@ -132,8 +135,8 @@ class ResourceMonitor:
         if self.result is not None:
             return self.result
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._thread is not None:  # a push held by a silent store ends within its bound
+            self._thread.join(timeout=JOIN_WITHIN_S)
         self.sample_now()
         for sampler in self._samplers:
             with contextlib.suppress(Exception):

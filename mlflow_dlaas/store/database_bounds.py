@@ -10,7 +10,12 @@ Three bounds, for the tracking store and a study's storage alike:
 - ours, for a server that stopped answering altogether (paused, its host frozen: nothing it
   would enforce runs): every psycopg connection SQLAlchemy opens here (MLflow's engine and
   Optuna's alike, through SQLAlchemy's ``do_connect`` event) waits at most
-  :data:`NO_REPLY_WITHIN_S` for a reply, then closes and raises.
+  :data:`NO_REPLY_WITHIN_S` for a reply, then closes and raises. A server found silent so
+  is remembered: until a new connection to it succeeds, every wait on it here (a new
+  connection, a statement) is :data:`SILENT_RECHECK_S`, so that a command pays the full
+  bound once, not once per call (a study's storage and its tracking store are often one
+  server). Only a connection proves it answers: a statement's wait may end without a word
+  from the server (setting autocommit).
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 #: What a statement may take on the server (PostgreSQL cancels it then).
-STATEMENT_WITHIN_S = 30
+STATEMENT_WITHIN_S = 20
 #: How long a statement may wait for a lock another session holds.
 LOCK_WITHIN_S = 10
 #: How long a statement may go without any reply before the connection gives up: the server's
 #: own bound plus a margin, so that a live server always speaks first.
 NO_REPLY_WITHIN_S = STATEMENT_WITHIN_S + 10
+#: How long a wait on a server already found silent may take (libpq's minimum connect timeout).
+SILENT_RECHECK_S = 2
+#: A connection's bound where the caller gave none (psycopg's own default is 130 s).
+CONNECT_WITHIN_S = 10
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 #: libpq's variable for options given to every connection it opens.
 PGOPTIONS_ENV = "PGOPTIONS"
@@ -96,10 +105,46 @@ def bound_replies() -> None:
     event.listen(Engine, "do_connect", _connect_with_bound)
 
 
+_SILENT = threading.Lock()
+#: servers (host, port) that last gave no reply, until a new connection to one succeeds
+_silent_servers: set[tuple[str, str]] = set()
+
+
+def _server_of(cparams: dict[str, Any]) -> tuple[str, str]:
+    return str(cparams.get("host") or ""), str(cparams.get("port") or "5432")
+
+
+def is_silent(server: tuple[str, str]) -> bool:
+    """Whether ``server`` gave no reply to this process's last wait on it."""
+    with _SILENT:
+        return server in _silent_servers
+
+
+def _mark(server: tuple[str, str], silent: bool) -> None:
+    with _SILENT:
+        if silent:
+            _silent_servers.add(server)
+        else:
+            _silent_servers.discard(server)
+
+
 def _connect_with_bound(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
     if dialect.driver != "psycopg" or getattr(dialect, "is_async", False):
         return None  # another driver: the server-side bounds only
-    return _no_reply_bound_class().connect(*cargs, **cparams)
+    import psycopg
+
+    server = _server_of(cparams)
+    given = float(cparams.get("connect_timeout") or CONNECT_WITHIN_S)
+    bound = min(given, SILENT_RECHECK_S) if is_silent(server) else given
+    try:
+        connection = _no_reply_bound_class().connect(
+            *cargs, **{**cparams, "connect_timeout": max(2, math.ceil(bound))})
+    except psycopg.errors.ConnectionTimeout:
+        _mark(server, True)
+        raise
+    connection.dlaas_server = server
+    _mark(server, False)
+    return connection
 
 
 @functools.cache
@@ -111,11 +156,14 @@ def _no_reply_bound_class() -> type:
     class NoReplyBoundConnection(psycopg.Connection):
         """A psycopg connection whose every wait for the server has a limit."""
 
+        dlaas_server: tuple[str, str] = ("", "")
+
         def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            bound = SILENT_RECHECK_S if is_silent(self.dlaas_server) else NO_REPLY_WITHIN_S
             try:
-                return super().wait(gen, interval,
-                                    NO_REPLY_WITHIN_S if timeout is None else timeout)
+                return super().wait(gen, interval, bound if timeout is None else timeout)
             except wait_timeout:
+                _mark(self.dlaas_server, True)
                 self.close()  # mid-protocol: never to be used again
                 raise psycopg.OperationalError(
                     f"{NO_REPLY_MESSAGE} within {NO_REPLY_WITHIN_S} s") from None

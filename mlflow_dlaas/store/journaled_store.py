@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from mlflow.entities import Metric, Param, Run, RunData, RunTag
-from mlflow.protos import service_pb2
 from mlflow.store.artifact import artifact_repository_registry
 from mlflow.store.artifact.http_artifact_repo import HttpArtifactRepository
 from mlflow.store.artifact.mlflow_artifacts_repo import MlflowArtifactsRepository
@@ -39,8 +38,10 @@ from mlflow.utils.credentials import get_default_host_creds
 
 from mlflow_dlaas.console_log import console
 from mlflow_dlaas.redaction import redact_text, redact_uri
+from mlflow_dlaas.store.database_bounds import stalled_database_reason
 from mlflow_dlaas.store.journal import Operation, RunJournal
-from mlflow_dlaas.store.store_uri import is_unreachable
+from mlflow_dlaas.store.request_replay import request_replay
+from mlflow_dlaas.store.store_uri import is_unreachable, store_noun, went_silent
 
 log = console(__name__)
 
@@ -128,7 +129,8 @@ class Courier:
 
     def __init__(self, tracking_uri: str) -> None:
         self.tracking_uri = tracking_uri
-        self.store = RestStore(partial(get_default_host_creds, tracking_uri))
+        #: sends one journaled request (its name and JSON body) to the store
+        self.replay = request_replay(tracking_uri)
         self._lock = threading.RLock()  # one send at a time, in order
         self._state = threading.Lock()  # the dicts below
         self._journals: dict[str, RunJournal] = {}
@@ -138,6 +140,7 @@ class Courier:
         self._delay_s = FIRST_RETRY_S
         self._away_since: float | None = None
         self._unjournaled: str | None = None
+        self._silent = False  # the last failure was a wait without a reply, not a refusal
         #: how many times the server stopped answering (each outage once)
         self.outages = 0
 
@@ -216,16 +219,18 @@ class Courier:
     def deliver(self, within_s: float) -> list[RunJournal]:
         """Try to send everything held (at least once, then for at most ``within_s``); the
         journals still holding something. Delivered journals are removed; none is followed
-        after this."""
+        after this. A server that went silent (accepting, never answering: frozen) gets at
+        most one try, none while its back-off runs: each try would cost its whole timeout,
+        and the journal keeps what it did not take."""
         deadline = time.monotonic() + within_s
         with self._state:
             journals = list(self._journals.values())
         held = []
         for journal in journals:  # what a helper thread held is in the journal, too
-            tried = False
+            tried = self._silent and self.away()
             while journal.pending():
                 wait = max(self._retry_at - time.monotonic(), 0.0)
-                if tried and time.monotonic() + wait > deadline:
+                if tried and (self._silent or time.monotonic() + wait > deadline):
                     held.append(journal)
                     break
                 time.sleep(min(wait, max(deadline - time.monotonic(), 0.0)))
@@ -269,8 +274,7 @@ class Courier:
 
     def send(self, journal: RunJournal, op: Operation) -> None:
         if op.kind == "rest":
-            RestStore._call_endpoint(self.store, getattr(service_pb2, op.fields["api"]),
-                                     op.fields["body"])
+            self.replay(op.fields["api"], op.fields["body"])
             return
         copy = journal.copy_of(op.seq)
         local = copy if copy.exists() else Path(op.fields["local"])
@@ -284,23 +288,27 @@ class Courier:
 
     def _went_away(self, error: BaseException) -> None:
         now = time.monotonic()
+        self._silent = went_silent(error)
         if self._away_since is None:
             self._away_since = now
             self.outages += 1
-            why = type(error).__name__ if is_unreachable(error) else \
-                redact_text(str(error))[:200]
-            log.info(f"mlflow-dlaas: the tracking server at {redact_uri(self.tracking_uri)} does "
-                     f"not answer ({why}); the run goes on and keeps what it logs in its "
-                     "journal until the server is back")
+            unreachable = is_unreachable(error)
+            what = (unreachable and stalled_database_reason(error)) or "does not answer (" + (
+                type(error).__name__ if unreachable else redact_text(str(error))[:200]) + ")"
+            log.info(f"mlflow-dlaas: {store_noun(self.tracking_uri)} at "
+                     f"{redact_uri(self.tracking_uri)} {what}; the run goes on and keeps what "
+                     "it logs in its journal until it is back")
         self._retry_at = now + self._delay_s
         self._delay_s = min(self._delay_s * 2, MAX_RETRY_S)
 
     def _came_back(self) -> None:
         if self._away_since is not None:
-            log.info(f"mlflow-dlaas: the tracking server at {redact_uri(self.tracking_uri)} "
-                     f"answers again after {time.monotonic() - self._away_since:.0f} s; what was "
-                     "held is sent")
+            away_s = time.monotonic() - self._away_since
+            log.info(f"mlflow-dlaas: {store_noun(self.tracking_uri)} at "
+                     f"{redact_uri(self.tracking_uri)} answers again after {away_s:.0f} s; "
+                     "what was held is sent")
         self._away_since, self._retry_at, self._delay_s = None, 0.0, FIRST_RETRY_S
+        self._silent = False
 
 
 _COURIERS: dict[str, Courier] = {}
@@ -437,18 +445,22 @@ def journal_runs_sent_to(tracking_uri: str) -> None:
     artifact_repository_registry._artifact_repository_registry.register(
         "mlflow-artifacts", JournaledArtifactsRepository)
     tracking_utils._artifact_repos_cache.clear()
-    global _INSTALLED
+    install_at_exit_report()
+
+
+_INSTALLED: list[bool] = []
+
+
+def install_at_exit_report() -> None:
+    """At this process's exit, say in one line per run what its journal still holds (once)."""
     if not _INSTALLED:
-        _INSTALLED = True
+        _INSTALLED.append(True)
         atexit.register(_report_held_at_exit)
-
-
-_INSTALLED = False
 
 
 def undelivered(journal: RunJournal) -> str:
     """One line: what a run keeps in its journal and the command that sends it."""
-    return (f"the tracking server at {journal.tracking_uri} did not take "
+    return (f"{store_noun(journal.tracking_uri)} at {journal.tracking_uri} did not take "
             f"{len(journal.pending())} writes of run {journal.run_id}; they are kept in "
             f"{journal.folder}; send them when it is back: mlflow-dlaas resend {journal.folder}")
 

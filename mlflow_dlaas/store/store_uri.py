@@ -7,12 +7,16 @@ import os
 from pathlib import Path
 
 from mlflow_dlaas.redaction import redact_uri
+from mlflow_dlaas.store.database_bounds import is_postgres, stalled_database_reason
 
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
 ACTIVE_ENV = "MLFLOW_DLAAS_ACTIVE"
 EMBEDDED_DB = "mlflow.db"
 #: MLflow's switch for its "View run ... at: URL" lines.
 SUPPRESS_URL_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+#: How :func:`~mlflow_dlaas.store.database_bounds.stalled_database_reason` begins for a
+#: database that is frozen or gone (a lock or statement timeout is an answer).
+DATABASE_AWAY = ("stopped answering", "went away")
 
 
 def embedded_uri(directory: Path | None = None) -> str:
@@ -36,6 +40,8 @@ def is_unreachable(error: BaseException) -> bool:
     retries) rather than refused the request itself."""
     import requests
 
+    if (stalled_database_reason(error) or "").startswith(DATABASE_AWAY):
+        return True
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -45,3 +51,25 @@ def is_unreachable(error: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def went_silent(error: BaseException) -> bool:
+    """Whether ``error`` ended a wait for a store that took the request and never answered
+    (frozen), rather than one that refused it at once (down)."""
+    import requests
+
+    if (stalled_database_reason(error) or "").startswith("stopped answering"):
+        return True
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.Timeout, TimeoutError)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def store_noun(uri: str) -> str:
+    """How the console names the tracking store at ``uri``."""
+    return "the tracking store" if is_postgres(uri) else "the tracking server"

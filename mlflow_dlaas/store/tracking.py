@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from mlflow_dlaas.console_log import console
 from mlflow_dlaas.errors import TrackingUnavailableError
 from mlflow_dlaas.redaction import redact_text, redact_uri
-from mlflow_dlaas.store.database_bounds import bound_database_waits, connect_args
+from mlflow_dlaas.store.database_bounds import bound_database_waits, connect_args, is_postgres
 from mlflow_dlaas.store.store_lock import initialise_tracking_store
 from mlflow_dlaas.store.store_uri import (
     ACTIVE_ENV,
@@ -77,6 +77,10 @@ def configure_tracking(*, announce: bool = True, say_where: bool = True) -> Trac
         from mlflow_dlaas.store.journaled_store import journal_runs_sent_to
 
         journal_runs_sent_to(target.uri)
+    elif is_postgres(target.uri):
+        from mlflow_dlaas.store.journaled_sql_store import journal_runs_written_to_database
+
+        journal_runs_written_to_database(target.uri)
     # once per process (the demo calls it often)
     if announce and say_where and target.uri not in _ANNOUNCED:
         _ANNOUNCED.add(target.uri)

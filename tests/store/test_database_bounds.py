@@ -20,6 +20,7 @@ import pytest
 
 from mlflow_dlaas.store import database_bounds
 from mlflow_dlaas.store.database_bounds import LOCK_WITHIN_S, stalled_database_reason
+from mlflow_dlaas.store.journal import JOURNAL_ENV
 from tests.postgres import fresh_databases
 
 pytestmark = pytest.mark.postgres
@@ -148,8 +149,8 @@ def test_a_database_that_dies_mid_study_ends_the_driver_in_one_line(
 ) -> None:
     """The tracking store and the study storage on one PostgreSQL that dies during a trial:
     the driver crashed with 10 tracebacks and its trial's process outlived it. Now: one
-    line, exit 1, nothing of the study left running, and no run RUNNING once the next
-    command has opened the store again."""
+    line, exit 1, nothing of the study left running, and no run RUNNING once what the runs
+    kept in their journals is resent and the next command has opened the store again."""
     import psutil
     import yaml
 
@@ -163,6 +164,7 @@ def test_a_database_that_dies_mid_study_ends_the_driver_in_one_line(
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PG"))}
         env["MLFLOW_TRACKING_URI"] = through(tracking)
+        env[JOURNAL_ENV] = str(tmp_path / "journal")
         (tmp_path / "spec.yaml").write_text(yaml.safe_dump({
             "name": "dies", "frameworks": ["pytorch"], "sampler": "grid", "n_trials": 3,
             "fixed": {"epochs": 1, "max_steps": 40, "warmup_steps": 1},
@@ -187,10 +189,13 @@ def test_a_database_that_dies_mid_study_ends_the_driver_in_one_line(
         time.sleep(2)
         assert not [p for p in tree if psutil.pid_exists(p)
                     and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], "left running"
+        back = {**env, "MLFLOW_TRACKING_URI": tracking}  # the database, back (directly)
+        subprocess.run([cli_path, "resend"], env=back, cwd=tmp_path, capture_output=True,
+                       timeout=120, check=True)  # as its journal line says
         after = subprocess.run([cli_path, "compare", "--experiment", "dies", "--no-run",
                                 "--output", str(tmp_path / "report")],
-                               env={**env, "MLFLOW_TRACKING_URI": tracking}, cwd=tmp_path,
-                               capture_output=True, text=True, timeout=600)
+                               env=back, cwd=tmp_path, capture_output=True, text=True,
+                               timeout=600)
         assert "Traceback" not in after.stderr, after.stderr[-3000:]
         found = client.get_experiment_by_name("dies")
         statuses = [r.info.status for r in client.search_runs([found.experiment_id])]
