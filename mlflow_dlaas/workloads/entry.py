@@ -25,6 +25,7 @@ from mlflow_dlaas.measured_process.lifeline import (
     stop_on_signals,
     watch_launchers,
 )
+from mlflow_dlaas.store.database_bounds import stalled_database_reason
 from mlflow_dlaas.store.ownership import launchers_of
 from mlflow_dlaas.store.tracking import configure_tracking
 
@@ -134,5 +135,12 @@ def _run(name: str, argv: Sequence[str] | None, start: Start | None,
     except DlaasError as e:
         log.info(f"mlflow-dlaas {name}: error: {e}")
         return e.exit_code
+    except Exception as e:  # a database that froze or died under us: one line, not a trace
+        stalled = stalled_database_reason(e)
+        if stalled is None:
+            raise
+        log.info(f"mlflow-dlaas {name}: error: the database server {stalled}; check it, "
+                 "then run the command again")
+        return 1
     log.info(done(result))
     return 0
