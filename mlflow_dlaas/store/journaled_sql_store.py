@@ -23,7 +23,6 @@ from mlflow.tracking._tracking_service import utils as tracking_utils
 
 from mlflow_dlaas.store.journaled_store import courier_for, install_at_exit_report
 from mlflow_dlaas.store.request_replay import apply_to_database, request_json
-from mlflow_dlaas.store.store_uri import is_unreachable
 
 
 class JournaledSqlStore(SqlAlchemyStore):
@@ -78,19 +77,7 @@ class JournaledSqlStore(SqlAlchemyStore):
         return run
 
     def get_run(self, run_id: str) -> Run:
-        if self._courier.away():  # no statement while the database is known not to answer
-            view = self._courier.offline_view(run_id)
-            if view is not None:
-                return view
-        try:
-            run = super().get_run(run_id)
-        except Exception as e:
-            view = self._courier.offline_view(run_id) if is_unreachable(e) else None
-            if view is None:
-                raise
-            return view
-        self._courier.saw(run)
-        return run
+        return self._courier.read_run(run_id, partial(SqlAlchemyStore.get_run, self, run_id))
 
 
 def _build(store_uri: str, artifact_uri: str | None = None, **_: Any) -> JournaledSqlStore:

@@ -210,6 +210,23 @@ class Courier:
         """Whether the server did not answer and it is not yet time to try again."""
         return self._away_since is not None and time.monotonic() < self._retry_at
 
+    def read_run(self, run_id: str, read: Callable[[], Run]) -> Run:
+        """The run as the store has it (``read``), or, while the store does not answer, as
+        last read plus what this process logged to it since."""
+        if self.away():  # no request while it is known not to answer
+            view = self.offline_view(run_id)
+            if view is not None:
+                return view
+        try:
+            run = read()
+        except Exception as e:
+            view = self.offline_view(run_id) if is_unreachable(e) else None
+            if view is None:
+                raise
+            return view
+        self.saw(run)
+        return run
+
     def offline_view(self, run_id: str) -> Run | None:
         """The run as last read plus what this process logged to it since, or None."""
         with self._state:
@@ -365,19 +382,7 @@ class JournaledRestStore(RestStore):
         return run
 
     def get_run(self, run_id: str) -> Run:
-        if self._courier.away():  # no request while it is known not to answer
-            view = self._courier.offline_view(run_id)
-            if view is not None:
-                return view
-        try:
-            run = super().get_run(run_id)
-        except Exception as e:
-            view = self._courier.offline_view(run_id) if is_unreachable(e) else None
-            if view is None:
-                raise
-            return view
-        self._courier.saw(run)
-        return run
+        return self._courier.read_run(run_id, partial(RestStore.get_run, self, run_id))
 
 
 _UPLOADING = threading.local()

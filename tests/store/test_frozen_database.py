@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
@@ -23,15 +22,6 @@ from tests.postgres import OwnPostgres
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 #: The done-when: a frozen server costs a command at most this much.
 WITHIN_S = 60
-
-
-@pytest.fixture
-def server() -> Iterator[OwnPostgres]:
-    own = OwnPostgres()
-    try:
-        yield own
-    finally:
-        own.stop()
 
 
 def _env(tmp_path: Path, tracking: str) -> dict[str, str]:
@@ -52,20 +42,9 @@ def _wait_for(condition, what: str, within_s: float = 300) -> None:  # noqa: ANN
         time.sleep(0.3)
 
 
-def _said_once(stderr: str) -> None:
-    """No traceback; the outage said once, and how to send what was kept."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    assert stderr.count("does not answer") <= 1, stderr[-3000:]
-    assert "mlflow-dlaas resend" in stderr, stderr[-3000:]
-
-
-def test_monitor_on_a_frozen_database_ends_in_the_bound_and_keeps_its_run(
-        server: OwnPostgres, tmp_path: Path, cli_path: str) -> None:
-    tracking = server.database(f"monitor_{uuid.uuid4().hex[:8]}")
-    proc = subprocess.Popen([cli_path, "monitor", "--experiment", "frozen", "--", "sh", "-c",
-                             "sleep 8; exit 3"], env=_env(tmp_path, tracking), cwd=tmp_path,
-                            stderr=subprocess.PIPE, text=True)
-    _wait_for(lambda: _runs(tracking, "frozen"), "the monitor's run")
+def _frozen_until_it_ends(server: OwnPostgres, proc: subprocess.Popen[str]) -> str:
+    """Freeze ``server`` until ``proc`` ends, which must be within :data:`WITHIN_S`; its
+    stderr."""
     server.freeze()
     frozen_at = time.monotonic()
     try:
@@ -74,6 +53,24 @@ def test_monitor_on_a_frozen_database_ends_in_the_bound_and_keeps_its_run(
     finally:
         server.thaw()
     assert took < WITHIN_S, (took, stderr[-3000:])
+    return stderr
+
+
+def _said_once(stderr: str) -> None:
+    """No traceback; the outage said once, and how to send what was kept."""
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.count("does not answer") <= 1, stderr[-3000:]
+    assert "mlflow-dlaas resend" in stderr, stderr[-3000:]
+
+
+def test_monitor_on_a_frozen_database_ends_in_the_bound_and_keeps_its_run(
+        own_postgres: OwnPostgres, tmp_path: Path, cli_path: str) -> None:
+    tracking = own_postgres.database(f"monitor_{uuid.uuid4().hex[:8]}")
+    proc = subprocess.Popen([cli_path, "monitor", "--experiment", "frozen", "--", "sh", "-c",
+                             "sleep 8; exit 3"], env=_env(tmp_path, tracking), cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: _runs(tracking, "frozen"), "the monitor's run")
+    stderr = _frozen_until_it_ends(own_postgres, proc)
     assert proc.returncode == 3, stderr[-3000:]  # the command's, whatever the store did
     _said_once(stderr)
     assert journals_in([tmp_path / "journal"]), "nothing kept"
@@ -87,13 +84,13 @@ def test_monitor_on_a_frozen_database_ends_in_the_bound_and_keeps_its_run(
 
 
 def test_a_run_whose_database_freezes_at_its_end_keeps_its_last_writes(
-        server: OwnPostgres, tmp_path: Path, cli_path: str) -> None:
+        own_postgres: OwnPostgres, tmp_path: Path, cli_path: str) -> None:
     """Frozen once training is over (both epochs' test accuracy logged): the run's last
     metrics, its summary and its end wait in its journal; the entry exits within the
     bound with its code for undelivered writes."""
     from mlflow_dlaas.errors import EXIT_UNDELIVERED
 
-    tracking = server.database(f"end_{uuid.uuid4().hex[:8]}")
+    tracking = own_postgres.database(f"end_{uuid.uuid4().hex[:8]}")
     env = {**_env(tmp_path, tracking), "MLFLOW_EXPERIMENT_NAME": "frozen"}
     proc = subprocess.Popen([sys.executable, "-m", "mlflow_dlaas.workloads.train",
                              "--framework", "pytorch", "--model", "lenet5", "--dataset",
@@ -107,14 +104,7 @@ def test_a_run_whose_database_freezes_at_its_end_keeps_its_last_writes(
             runs[0].info.run_id, "test_accuracy")) == 2 or proc.poll() is not None
     _wait_for(trained, "the end of training")
     assert proc.poll() is None, proc.communicate()[1][-3000:]
-    server.freeze()
-    frozen_at = time.monotonic()
-    try:
-        _, stderr = proc.communicate(timeout=180)
-        took = time.monotonic() - frozen_at
-    finally:
-        server.thaw()
-    assert took < WITHIN_S, (took, stderr[-3000:])
+    stderr = _frozen_until_it_ends(own_postgres, proc)
     assert proc.returncode == EXIT_UNDELIVERED, stderr[-3000:]
     _said_once(stderr)
     sent = subprocess.run([cli_path, "resend"], env=env,
@@ -126,15 +116,15 @@ def test_a_run_whose_database_freezes_at_its_end_keeps_its_last_writes(
 
 
 def test_a_study_whose_database_freezes_mid_trial_ends_in_one_line(
-        server: OwnPostgres, tmp_path: Path, cli_path: str) -> None:
+        own_postgres: OwnPostgres, tmp_path: Path, cli_path: str) -> None:
     """The tracking store and the study's storage on one server, frozen during a trial: the
     driver ends within the bound, exit 1, one line; nothing of the study is left running;
     once thawed, ``resend`` and the next command leave no run RUNNING."""
     import psutil
     import yaml
 
-    tracking = server.database(f"study_{uuid.uuid4().hex[:8]}")
-    storage = server.database(f"optuna_{uuid.uuid4().hex[:8]}")
+    tracking = own_postgres.database(f"study_{uuid.uuid4().hex[:8]}")
+    storage = own_postgres.database(f"optuna_{uuid.uuid4().hex[:8]}")
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump({
         "name": "frozen", "frameworks": ["pytorch"], "sampler": "grid", "n_trials": 2,
         "fixed": {"epochs": 2, "warmup_steps": 1},
@@ -150,7 +140,7 @@ def test_a_study_whose_database_freezes_mid_trial_ends_in_one_line(
     time.sleep(2)  # the trial's process under way
     assert study.poll() is None, study.communicate()[1][-3000:]
     tree = [study.pid, *(c.pid for c in psutil.Process(study.pid).children(recursive=True))]
-    server.freeze()
+    own_postgres.freeze()
     frozen_at = time.monotonic()
     try:
         _, stderr = study.communicate(timeout=180)
@@ -159,7 +149,7 @@ def test_a_study_whose_database_freezes_mid_trial_ends_in_one_line(
         left = [p for p in tree if psutil.pid_exists(p)
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     finally:
-        server.thaw()
+        own_postgres.thaw()
     assert took < WITHIN_S, (took, stderr[-3000:])
     assert study.returncode == 1, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
@@ -23,18 +22,9 @@ from tests.postgres import OwnPostgres
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def server() -> Iterator[OwnPostgres]:
-    own = OwnPostgres()
-    try:
-        yield own
-    finally:
-        own.stop()
-
-
-def _store(server: OwnPostgres, tmp_path: Path) -> tuple[JournaledSqlStore, str]:
+def _store(own_postgres: OwnPostgres, tmp_path: Path) -> tuple[JournaledSqlStore, str]:
     database_bounds.bound_replies()
-    uri = server.database(f"journal_{uuid.uuid4().hex[:8]}")
+    uri = own_postgres.database(f"journal_{uuid.uuid4().hex[:8]}")
     return JournaledSqlStore(uri, str(tmp_path / "artifacts")), uri
 
 
@@ -44,14 +34,14 @@ def _logged(store: JournaledSqlStore, run_id: str, steps: range) -> None:
 
 
 def test_a_frozen_database_costs_one_bounded_wait_and_loses_nothing(
-        server: OwnPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        own_postgres: OwnPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(database_bounds, "NO_REPLY_WITHIN_S", 3)
     monkeypatch.setenv(JOURNAL_ENV, str(tmp_path / "journal"))
-    store, _ = _store(server, tmp_path)
+    store, _ = _store(own_postgres, tmp_path)
     run = store.create_run("0", "user", int(time.time() * 1000), [], "frozen")
     run_id = run.info.run_id
     _logged(store, run_id, range(0, 3))
-    server.freeze()
+    own_postgres.freeze()
     try:
         started = time.monotonic()
         _logged(store, run_id, range(3, 6))  # the one wait: the reply bound
@@ -65,7 +55,7 @@ def test_a_frozen_database_costs_one_bounded_wait_and_loses_nothing(
         assert [j.run_id for j in held] == [run_id]
         assert time.monotonic() - started < 20
     finally:
-        server.thaw()
+        own_postgres.thaw()
     assert resend(held[0], store._courier.tracking_uri) == 3
     saved = mlflow.MlflowClient(store._courier.tracking_uri)
     after = saved.get_run(run_id)
@@ -76,14 +66,14 @@ def test_a_frozen_database_costs_one_bounded_wait_and_loses_nothing(
 
 
 def test_the_run_sends_what_it_held_once_the_database_answers_again(
-        server: OwnPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        own_postgres: OwnPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(database_bounds, "NO_REPLY_WITHIN_S", 3)
     monkeypatch.setenv(JOURNAL_ENV, str(tmp_path / "journal"))
-    store, uri = _store(server, tmp_path)
+    store, uri = _store(own_postgres, tmp_path)
     run_id = store.create_run("0", "user", int(time.time() * 1000), [], "thawed").info.run_id
-    server.freeze()
+    own_postgres.freeze()
     _logged(store, run_id, range(0, 4))
-    server.thaw()
+    own_postgres.thaw()
     time.sleep(FIRST_RETRY_S)  # the back-off: then the run's next write sends all it held
     store.update_run_info(run_id, RunStatus.FINISHED, int(time.time() * 1000), None)
     assert store._courier.deliver(within_s=30.0) == []
