@@ -16,6 +16,7 @@ from mlflow_dlaas import __version__
 from mlflow_dlaas.command_errors import reports_errors
 from mlflow_dlaas.console_log import quiet_library_chatter
 from mlflow_dlaas.errors import ConfigError
+from mlflow_dlaas.fleet_command import fleet
 from mlflow_dlaas.runs.goals import HOW, parse_asks
 from mlflow_dlaas.runs.schema import check_run_name
 from mlflow_dlaas.runs.ui_links import DEFAULT_UI_URL, UI_URL_ENV
@@ -134,27 +135,40 @@ def _ui_url_option(func: F) -> F:
 @cli.command("study")
 @_ui_url_option
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
-@click.option("--storage", default=None,
+@click.option("--storage", default=None, envvar="MLFLOW_DLAAS_STORAGE",
               help="Optuna storage: journal[:PATH], sqlite:///PATH, postgresql://..., "
-                   "redis://... (default, or empty: ./optuna.db).")
+                   "redis://... (default: $MLFLOW_DLAAS_STORAGE, else ./optuna.db).")
 @click.option("--dry-run", is_flag=True,
               help="Check the spec fully and print the plan (trials, runs, libraries, "
                    "packages, time); create no run, study or file.")
 @click.option("--trials", type=click.IntRange(min=1), default=None, metavar="N",
               help="Stop once N trials of the study count (at most the spec's n_trials): "
                    "a first look; rerun without it to resume the rest.")
+@click.option("--fleet", is_flag=True,
+              help="This host's own study of a fleet, NAME@HOST_CLASS, holding every point: "
+                   "run it on each host against one --storage and tracking server; the "
+                   "report sets the hosts side by side (docs/fleet.md).")
+@click.option("--host-class", default=None, metavar="NAME",
+              help="The fleet's name for this kind of host (e.g. c7i.large; implies --fleet; "
+                   "default: from the host's fingerprint).")
 @reports_errors
 def study_command(spec_path: str, storage: str | None, dry_run: bool,
-                  trials: int | None) -> None:
+                  trials: int | None, fleet: bool, host_class: str | None) -> None:
     """Run (or resume) the Optuna study SPEC.yaml; every trial is a child MLflow run.
 
     Run the same command on several machines (one shared --storage and tracking server)
-    for parallel workers. Exit code 2 when the spec is invalid; nothing is launched then.
+    for parallel workers, or with --fleet for one study per host class. Exit code 2 when
+    the spec is invalid; nothing is launched then.
     """
     from mlflow_dlaas.tuning.plan import plan_study
     from mlflow_dlaas.tuning.spec import load_spec
 
-    plan = plan_study(load_spec(spec_path), max_trials=trials)
+    spec = load_spec(spec_path)
+    if fleet or host_class is not None:
+        from mlflow_dlaas.tuning.fleet import fleet_spec, this_host_class
+
+        spec = fleet_spec(spec, this_host_class(host_class))
+    plan = plan_study(spec, max_trials=trials)
     if dry_run:
         for line in plan.lines():
             click.echo(line)
@@ -196,10 +210,20 @@ def _scope_options(func: F) -> F:
 @click.option("--constraint", "constraints", multiple=True,
               help="A bound on the added recommendations, e.g. 'peak_memory<=2GiB'.")
 @click.option("--no-run", is_flag=True, help="Only write the files; log no report run.")
+@click.option("--price", "price_pairs", multiple=True, metavar="CLASS=USD_PER_HOUR",
+              help="A host class's price, for the cost of each host's best answer (with "
+                   "--price-source and --price-date).")
+@click.option("--price-source", default=None, metavar="TEXT",
+              help="Where the prices come from (e.g. 'AWS on-demand, us-east-1').")
+@click.option("--price-date", default=None, metavar="YYYY-MM-DD", help="When they were read.")
+@click.option("--prices", "prices_file", default=None, type=click.Path(dir_okay=False),
+              help="A YAML file: source:, date:, usd_per_hour: {CLASS: USD}.")
 @reports_errors
 def compare_command(experiment: str | None, study: str | None, include_disturbed: bool,
                     output: str | None, objectives: tuple[str, ...],
-                    constraints: tuple[str, ...], no_run: bool) -> None:
+                    constraints: tuple[str, ...], no_run: bool, price_pairs: tuple[str, ...],
+                    price_source: str | None, price_date: str | None,
+                    prices_file: str | None) -> None:
     """Compare the runs of an experiment or a study: tables, plots, recommendations.
 
     Writes a self-contained HTML report and a Markdown summary, and logs both as the
@@ -208,10 +232,13 @@ def compare_command(experiment: str | None, study: str | None, include_disturbed
     """
     parse_asks(objectives, constraints)  # a bad ask fails before the report's libraries load
     from mlflow_dlaas.report.command import compare
+    from mlflow_dlaas.report.cost import parse_prices
 
+    prices = parse_prices(price_pairs, price_source, price_date, prices_file)
     written, run_id = compare(experiment=experiment, study=study, output=output,
                               objectives=objectives, constraints=constraints,
-                              log_run=not no_run, include_disturbed=include_disturbed)
+                              log_run=not no_run, include_disturbed=include_disturbed,
+                              prices=prices)
     click.echo(f"report: {written.html.resolve()}")
     click.echo(f"summary: {written.markdown.resolve()}")
     if run_id:
@@ -427,6 +454,9 @@ def projects_path_command(project: str | None) -> None:
     from mlflow_dlaas.project_paths import project_dir, projects_dir
 
     click.echo(str(project_dir(project) if project else projects_dir()))
+
+
+cli.add_command(fleet)
 
 
 def main() -> None:

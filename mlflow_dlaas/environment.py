@@ -7,6 +7,7 @@ package metadata. Build details (BLAS, oneDNN, OpenMP, CUDA) are each backend's 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -179,6 +180,26 @@ def fingerprint() -> dict[str, Any]:
     data.update(threadpools())
     data.update({f"env_{k}": v for k, v in performance_env().items()})
     return data
+
+
+#: What tells two hosts of a fleet apart (:func:`host_class`): the CPU, the cores this
+#: process may use, the ISA, the memory and the libraries' versions.
+HOST_CLASS_KEYS = ("cpu_model", "cpu_affinity_cores", "cpu_flags")
+#: a host class as a user names it (``c7i.large``): what a study name and a tag can hold
+HOST_CLASS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def host_class(data: Mapping[str, Any]) -> str:
+    """A fleet's name for this kind of host, from its fingerprint: ``amd-epyc-2c-1a2b3c``
+    (vendor and line, cores allowed, 6 hex of SHA-256 over :data:`HOST_CLASS_KEYS`, the
+    memory in whole GiB and every installed version)."""
+    identity = {key: data.get(key) for key in HOST_CLASS_KEYS}
+    identity["memory_gib"] = round((data.get("memory_total_bytes") or 0) / 2**30)
+    identity["versions"] = {k: v for k, v in data.items() if k.endswith("_version")}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
+    words = re.findall(r"[a-z0-9]+", str(data.get("cpu_model") or "cpu").lower())
+    line = "-".join(w for w in words[:3] if w not in ("r", "tm", "cpu", "processor"))
+    return f"{line or 'cpu'}-{data.get('cpu_affinity_cores') or 1}c-{digest.hexdigest()[:6]}"
 
 
 def this_host() -> str:

@@ -51,7 +51,9 @@ class OwnPostgres:
     freeze (SIGSTOP on every one of its processes, as a paused VM or a stopped container
     would) and thaw; a skip where this machine cannot make one (not root, no initdb)."""
 
-    def __init__(self) -> None:
+    def __init__(self, listen: tuple[str, ...] = ("127.0.0.1",)) -> None:
+        """``listen``: the addresses it answers on (clients of 10.0.0.0/8 are trusted too,
+        for hosts made as network namespaces)."""
         initdb = shutil.which("initdb") or next(
             iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None)
         if initdb is None or os.geteuid() != 0:
@@ -65,9 +67,11 @@ class OwnPostgres:
             self.port = probe.getsockname()[1]
         self._as_postgres("initdb", "-D", f"{self.folder}/data", "-A", "trust", "-U", "root",
                           "--no-sync", "-E", "UTF8")
+        with open(f"{self.folder}/data/pg_hba.conf", "a") as hba:
+            hba.write("host all all 10.0.0.0/8 trust\n")
         self._as_postgres("pg_ctl", "-D", f"{self.folder}/data", "-l", f"{self.folder}/log",
                           "-w", "-o", f"-p {self.port} -k {self.folder} "
-                          "-c listen_addresses=127.0.0.1 -c fsync=off", "start")
+                          f"-c listen_addresses={','.join(listen)} -c fsync=off", "start")
         self.url = f"postgresql://root@127.0.0.1:{self.port}"
 
     def _as_postgres(self, tool: str, *args: str) -> None:

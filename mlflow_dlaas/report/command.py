@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 from mlflow_dlaas.errors import ConfigError, NothingToCompareError
 from mlflow_dlaas.redaction import redact_uri
 from mlflow_dlaas.report.collect import RunTable, collect_runs
+from mlflow_dlaas.report.cost import Prices
 from mlflow_dlaas.report.hosts import pick_host
 from mlflow_dlaas.report.publish import Written, default_output, log_report_run, write_report
 from mlflow_dlaas.report.recommend import Recommendation, recommend_each_workload
@@ -33,8 +34,8 @@ class Answer:
 
 def compare(*, experiment: str | None, study: str | None, output: str | None,
             objectives: tuple[str, ...] = (), constraints: tuple[str, ...] = (),
-            log_run: bool = True, include_disturbed: bool = False
-            ) -> tuple[Written, str | None]:
+            log_run: bool = True, include_disturbed: bool = False,
+            prices: Prices | None = None) -> tuple[Written, str | None]:
     """Collect, build, write and (unless ``log_run`` is false) log the report; raise
     :class:`NothingToCompareError` where there is no finished run, or every one was left
     out as disturbed (nothing is written or logged then)."""
@@ -46,7 +47,7 @@ def compare(*, experiment: str | None, study: str | None, output: str | None,
     if nothing is not None:
         raise NothingToCompareError(nothing)
     report = build_report(client, table, redact_uri(uri), asks,
-                          include_disturbed=include_disturbed)
+                          include_disturbed=include_disturbed, prices=prices)
     directory = Path(output) if output else default_output(table.scope)
     try:
         written = write_report(report, directory)

@@ -1,4 +1,6 @@
-"""Runs grouped by the machine they measured on (``dlaas.host``): never pooled across hosts."""
+"""Runs grouped by the machine they measured on: a fleet study's host class
+(``dlaas.host_class``) where a run has one, else its hardware hash (``dlaas.host``); never
+pooled across hosts."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ UNKNOWN_HOST = "unknown"
 class Host:
     """One hardware fingerprint's runs."""
 
-    name: str  # the 12-hex hash of the fingerprint, or "unknown"
+    name: str  # the host class, else the 12-hex hash of the fingerprint, or "unknown"
     cpu_model: str
     runs: pd.DataFrame
     valid: int  # runs with a valid verdict
@@ -32,7 +34,7 @@ def hosts(runs: pd.DataFrame) -> list[Host]:
     """One entry per host, the most valid runs first (then the most runs, then by name)."""
     if runs.empty:
         return []
-    names = runs["host"] if "host" in runs else pd.Series(UNKNOWN_HOST, index=runs.index)
+    names = host_names(runs)
     valid = validity_of(runs) == VALID
     found = []
     for name, group in runs.groupby(names, sort=True):
@@ -41,6 +43,17 @@ def hosts(runs: pd.DataFrame) -> list[Host]:
         found.append(Host(str(name), str(models.mode().iloc[0]) if len(models) else "",
                           group, int(valid[group.index].sum())))
     return sorted(found, key=lambda h: (-h.valid, -len(h.runs), h.name))
+
+
+def host_names(runs: pd.DataFrame) -> pd.Series:
+    """Each run's host: its host class where it has one, else its hardware hash, else
+    :data:`UNKNOWN_HOST`."""
+    names = (runs["host"].fillna(UNKNOWN_HOST).astype(str) if "host" in runs
+             else pd.Series(UNKNOWN_HOST, index=runs.index))
+    if "host_class" in runs:
+        classes = runs["host_class"].fillna("").astype(str)
+        names = classes.where(classes != "", names)
+    return names
 
 
 def pick_host(runs: pd.DataFrame, wanted: str | None) -> tuple[Host | None, list[str]]:

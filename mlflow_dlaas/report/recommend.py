@@ -94,6 +94,8 @@ class Recommendation:
     in_part: str = ""
     #: every setting of the recipe decided one by one (:func:`recipe_decided`): decided
     by_settings: bool = False
+    #: the best configuration's values of the objective, one per run (hosts set side by side)
+    best_values: tuple[float, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -296,6 +298,7 @@ def recommend(rows: pd.DataFrame, goal: Goal, bounds: tuple[Bound, ...] = (),
         best_failures=failures[0], never_finished=never,
         spreads=_spreads_differ(shortlist, keys[0]),
         settle=_settle(rows, ranked, keys[0], effect, include_disturbed),
+        best_values=_values_of(rows, best["config"], keys[0]),
         **_in_part(rows, ranked, shown, keys[0], goal, effect, include_disturbed))
 
 
@@ -390,6 +393,12 @@ def _in_part(rows: pd.DataFrame, ranked: pd.DataFrame, shown: list[str], key: st
 def _settings(row: pd.Series, shown: list[str]) -> dict[str, str]:
     """The configuration's settings in full (``default (2)`` for an unset thread count)."""
     return {c.removeprefix("params."): setting_cell(row, c, width=None) for c in shown}
+
+
+def _values_of(rows: pd.DataFrame, config: str, key: str) -> tuple[float, ...]:
+    """The positive values of ``key`` in the runs of configuration ``config``."""
+    values = pd.to_numeric(rows.loc[configuration_ids(rows) == config, key], errors="coerce")
+    return tuple(float(v) for v in values.dropna() if v > 0)
 
 
 def _ranked_by(rows: pd.DataFrame, key: str, include_disturbed: bool) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
+from mlflow_dlaas.report.across_hosts import WhichMachine
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.recommend import Recommendation, decided_line
 from mlflow_dlaas.report.report import HostSection, Report
@@ -55,10 +56,37 @@ def render_html(report: Report) -> str:
     parts += [f"<p class='missing'>{escape(note)}</p>" for note in report.notes]
     parts += [f"<p class='missing failed'>Could not be built: {escape(failure)}</p>"
               for failure in report.failures]
+    if report.which_machine is not None:
+        parts += _which_machine(report.which_machine)
     for section in report.sections:
         parts += _section(report, section)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _which_machine(machines: WhichMachine) -> list[str]:
+    """The hosts side by side, before each host's own part: a card per question."""
+    parts = ["<h2 id='which-machine'>Which machine</h2>",
+             "<p>Each host's own best configuration; hosts are compared, never pooled.</p>"]
+    for answer in machines.answers:
+        verdict = answer.effect.verdict.value if answer.effect is not None else "one host"
+        style = "winner" if answer.effect is not None and answer.effect.verdict.decided \
+            else "open"
+        hosts = "".join(f"<li>{escape(line)}</li>" for line in answer.lines())
+        test = (f"<p class='test'>{escape(answer.effect.test_text())}</p>"
+                if answer.effect is not None else "")
+        parts.append(f"<div class='answer {style}'><p class='verdict'>{escape(verdict)}</p>"
+                     f"<p>{escape(answer.question)}</p><p><b>{escape(answer.sentence())}</b>"
+                     f"</p><ul>{hosts}</ul>{test}</div>")
+    if not machines.answers:
+        parts.append("<p class='missing'>No question was answered on two hosts.</p>")
+    if machines.prices:
+        parts.append(f"<p class='check'>Costs at the hosts' prices "
+                     f"({escape(machines.prices)}).</p>")
+    if machines.differences:
+        parts.append("<h3>How the hosts differ</h3><ul>" + "".join(
+            f"<li>{escape(d)}</li>" for d in machines.differences) + "</ul>")
+    return parts
 
 
 def _section(report: Report, section: HostSection) -> list[str]:

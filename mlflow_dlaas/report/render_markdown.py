@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlflow_dlaas.report.across_hosts import WhichMachine
 from mlflow_dlaas.report.recommend import decided_line
 from mlflow_dlaas.report.report import HostSection, Report
 
@@ -15,9 +16,29 @@ def render_markdown(report: Report, plot_dir: str = "plots") -> str:
         lines += [f"> {note}", ""]
     for failure in report.failures:
         lines += [f"> Could not be built: {failure}", ""]
+    if report.which_machine is not None:
+        lines += _which_machine(report.which_machine)
     for section in report.sections:
         lines += _section(report, section, plot_dir)
     return "\n".join(lines) + "\n"
+
+
+def _which_machine(machines: WhichMachine) -> list[str]:
+    """The hosts side by side, before each host's own part."""
+    lines = ["## Which machine", "",
+             "Each host's own best configuration; hosts are compared, never pooled.", ""]
+    for answer in machines.answers:
+        lines.append(f"- **{answer.question}: {answer.sentence()}**")
+        lines += [f"  - {line}" for line in answer.lines()]
+        if answer.effect is not None and answer.effect.test_text():
+            lines.append(f"  - test: {answer.effect.test_text()}")
+    if not machines.answers:
+        lines.append("- No question was answered on two hosts.")
+    if machines.prices:
+        lines += ["", f"Costs at the hosts' prices ({machines.prices})."]
+    if machines.differences:
+        lines += ["", "How the hosts differ:", ""] + [f"- {d}" for d in machines.differences]
+    return lines + [""]
 
 
 def _section(report: Report, section: HostSection, plot_dir: str) -> list[str]:

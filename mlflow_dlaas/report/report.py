@@ -17,7 +17,9 @@ from mlflow_dlaas.report import (
     roofline,
     training_plots,
 )
+from mlflow_dlaas.report.across_hosts import WhichMachine, which_machine
 from mlflow_dlaas.report.collect import RunTable
+from mlflow_dlaas.report.cost import Prices
 from mlflow_dlaas.report.derived import (
     PEAK_MEMORY,
     TREE_PEAK,
@@ -27,7 +29,7 @@ from mlflow_dlaas.report.derived import (
     inference_rows,
     tree_peak_fallbacks,
 )
-from mlflow_dlaas.report.hosts import Host, hosts
+from mlflow_dlaas.report.hosts import UNKNOWN_HOST, Host, host_names, hosts
 from mlflow_dlaas.report.libraries import PROJECT_MEASURES, PROJECT_TITLE, libraries_table
 from mlflow_dlaas.report.plots import Plot
 from mlflow_dlaas.report.precision import inference_precision_table, training_precision_table
@@ -94,6 +96,8 @@ class Report:
     sections: list[HostSection]  # one per host
     notes: list[str] = field(default_factory=list)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the hosts side by side, where there are several
+    which_machine: WhichMachine | None = None
 
     @property
     def split_by_host(self) -> bool:
@@ -164,16 +168,23 @@ class Workloads:
 
 
 def build_report(client: MlflowClient, table: RunTable, tracking_uri: str,
-                 asks: list[Ask] | None = None, *, include_disturbed: bool = False) -> Report:
+                 asks: list[Ask] | None = None, *, include_disturbed: bool = False,
+                 prices: Prices | None = None) -> Report:
     """Tables, plots and recommendations, per host, for the finished runs of ``table`` that
     are not disturbed (all of them with ``include_disturbed``): each study's own
     objectives over its runs, the user's ``asks``, then the standing questions."""
     screened = screen(table.finished, include_disturbed=include_disturbed)
+    found = hosts(screened.kept)
     sections = [_section(client, host, tracking_uri, table.study_asks(), asks or [],
-                         include_disturbed, table.failed) for host in hosts(screened.kept)]
+                         include_disturbed, table.failed) for host in found]
+    parts = _Guarded()
+    machines = parts.build("which machine", lambda: which_machine(
+        client, {s.host: s.recommendations for s in sections},
+        {h.name: h.runs for h in found}, prices))
     return Report(table.scope, dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                   tracking_uri, table.status_counts, sections,
-                  _notes(table, screened.kept, len(sections)) + screened.notes(), table.runs)
+                  _notes(table, screened.kept, len(sections)) + screened.notes()
+                  + [f"Could not be built: {f}" for f in parts.failures], table.runs, machines)
 
 
 def _training_table(work: Workloads) -> ComparisonTable | None:
@@ -242,8 +253,8 @@ def _on_host(failed: pd.DataFrame, host: str) -> pd.DataFrame:
     """The failed runs of ``host`` (and those that failed before they could say theirs)."""
     if failed.empty or "host" not in failed:
         return failed
-    named = failed["host"].fillna("").astype(str)
-    return failed[(named == host) | (named == "")]
+    named = host_names(failed)
+    return failed[(named == host) | (named == UNKNOWN_HOST)]
 
 
 def _section(client: MlflowClient, host: Host, tracking_uri: str,

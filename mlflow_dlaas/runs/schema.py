@@ -343,6 +343,9 @@ EXIT_CODE_TAG = "dlaas.exit_code"
 MAPPED_TAG = "dlaas.libraries.mapped"
 #: the hardware a run measured on (the fingerprint's host_hash)
 HOST_TAG = "dlaas.host"
+#: the host class a fleet study measured on (``--host-class``, else from the fingerprint):
+#: the report's hosts are these where runs carry one, never pooled
+HOST_CLASS_TAG = "dlaas.host_class"
 OWNER_HOST_TAG = "dlaas.owner_host"
 OWNER_PID_TAG = "dlaas.owner_pid"
 #: ``<start ticks>@<boot id>/<PID namespace>``

@@ -14,7 +14,7 @@ from mlflow.entities import Param
 from mlflow_dlaas.errors import StoreMismatchError
 from mlflow_dlaas.optuna_access.internals import storage_of
 from mlflow_dlaas.redaction import redact_uri
-from mlflow_dlaas.runs.schema import ENTRY_TAG, ROLE_TAG, STUDY_TAG
+from mlflow_dlaas.runs.schema import ENTRY_TAG, HOST_CLASS_TAG, ROLE_TAG, STUDY_TAG
 from mlflow_dlaas.store.lifecycle import set_shared_tags
 from mlflow_dlaas.store.ownership import owner_tags
 from mlflow_dlaas.tuning.spec import StudySpec
@@ -35,7 +35,8 @@ def parent_run(study: optuna.Study, spec: StudySpec, experiment_id: str, created
         time.sleep(0.5)
         study = optuna.load_study(study_name=spec.name, storage=storage_of(study))
     client = mlflow.MlflowClient()
-    tags = {ROLE_TAG: "study", STUDY_TAG: spec.name, ENTRY_TAG: "study"}
+    tags = {ROLE_TAG: "study", STUDY_TAG: spec.name, ENTRY_TAG: "study",
+            **({HOST_CLASS_TAG: spec.host_class} if spec.host_class else {})}
     launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`: that run
     if launcher:
         run = client.get_run(launcher)

@@ -81,6 +81,8 @@ class StudySpec:
     #: not at all) and the seed that draws each round's order
     decide: Budget | None = None
     decide_seed: int = 0
+    #: the host class of a fleet study (``--fleet``): its runs are tagged with it
+    host_class: str | None = None
 
     @property
     def directions(self) -> list[str]:

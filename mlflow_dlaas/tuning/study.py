@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import os
-import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -12,7 +10,6 @@ from typing import Any
 
 import mlflow
 import optuna
-from mlflow.entities import Param
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE as NOTE_TAG
 from optuna.trial import TrialState
 
@@ -21,74 +18,30 @@ from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.measured_process.lifeline import StopSignals, stop_on_signals
 from mlflow_dlaas.optuna_access.internals import storage_of, trial_id
 from mlflow_dlaas.optuna_access.pruners import make_pruner
-from mlflow_dlaas.optuna_access.pruning_request import PruningRequest
 from mlflow_dlaas.optuna_access.storage import absolute_url, check_storage_url, make_storage
-from mlflow_dlaas.own_project.settings import (
-    OUTSIDE_SETTINGS,
-    outside_environment,
-    split_settings,
-)
-from mlflow_dlaas.own_project.watch import OutsideWatch
-from mlflow_dlaas.project_paths import projects_dir
-from mlflow_dlaas.runs.schema import (
-    ENTRY_TAG,
-    PROJECT_TAG,
-    REASON_TAG,
-    REPLICATE_TAG,
-    ROLE_TAG,
-    SKIPPED_TAG,
-    STUDY_TAG,
-    TRIAL_NAME_TAG,
-    TRIAL_NUMBER_TAG,
-)
-from mlflow_dlaas.runs.ui_links import run_url
+from mlflow_dlaas.runs.schema import REASON_TAG, SKIPPED_TAG
 from mlflow_dlaas.store.experiments import ensure_experiment
 from mlflow_dlaas.store.ownership import owner_tags
 from mlflow_dlaas.store.run_ending import end_run
 from mlflow_dlaas.store.tracking import configure_tracking
-from mlflow_dlaas.tuning.dashboard_note import save_trial_note, trial_note
-from mlflow_dlaas.tuning.delivery import (
-    DELIVERED_FROM_ATTR,
-    UNDELIVERED_ATTR,
-    delivered_outcomes,
-)
-from mlflow_dlaas.tuning.feasibility import (
-    closest_infeasible,
-    describe_violations,
-    record_constraints,
-)
-from mlflow_dlaas.tuning.grid import OUTAGE_ATTR, SKIPPED_ATTR, GridByValue
-from mlflow_dlaas.tuning.measurable import skip_reason, skipped_text, skipped_trials
+from mlflow_dlaas.tuning.delivery import DELIVERED_FROM_ATTR, UNDELIVERED_ATTR, delivered_outcomes
+from mlflow_dlaas.tuning.feasibility import closest_infeasible, describe_violations
+from mlflow_dlaas.tuning.grid import GridByValue
+from mlflow_dlaas.tuning.interleaving import batch_size, measure_in_rounds
+from mlflow_dlaas.tuning.measurable import skipped_text, skipped_trials
 from mlflow_dlaas.tuning.outcome import NoTrialCompletedError, no_completion_reason
 from mlflow_dlaas.tuning.parent_run import claim_parent, parent_run
 from mlflow_dlaas.tuning.progress import Progress, grid_coverage, next_step
-from mlflow_dlaas.tuning.recovery import (
-    HEARTBEAT_ATTR,
-    OWNER_ATTR,
-    REASON_ATTR,
-    RUN_IDS_ATTR,
-    give_up,
-    recover_stale_trials,
-)
+from mlflow_dlaas.tuning.recovery import OWNER_ATTR, RUN_IDS_ATTR, give_up, recover_stale_trials
 from mlflow_dlaas.tuning.sampling import changed_since_begun, grid_space, make_sampler, suggest
 from mlflow_dlaas.tuning.shared_machine import SharedMachineNotice
-from mlflow_dlaas.tuning.spec import PRUNING_METRIC, StudySpec, project_name, replicate_seed
+from mlflow_dlaas.tuning.spec import StudySpec, project_name
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
-from mlflow_dlaas.tuning.trial_runner import (
-    OUTAGE_REASON,
-    UNDELIVERED_REASON,
-    ChildOutcome,
-    metric_value,
-    objective_value,
-    run_child,
-)
+from mlflow_dlaas.tuning.telling import complete
+from mlflow_dlaas.tuning.trial_in_flight import StudyPlace, TrialInFlight
 
 log = console(__name__)
 
-#: The trial's (first replicate's) MLflow run, and its page in the MLflow UI.
-RUN_ID_ATTR = "mlflow_run_id"
-RUN_URL_ATTR = "mlflow_run_url"
-HEARTBEAT_EVERY_S = 5.0
 #: How often a worker with nothing to ask looks again at the trials other workers run.
 OTHERS_POLL_S = 2.0
 
@@ -126,7 +79,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                          if launcher else ensure_experiment(spec.experiment or spec.name))
         study: optuna.Study | None = None
         parent_id: str | None = None
-        trial: optuna.Trial | None = None
+        held: list[TrialInFlight] = []
         try:
             with stop.deferred():  # a parent run made is a parent run the study knows
                 study, created = _create_or_load(spec, storage)
@@ -145,17 +98,16 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
                 if step == "wait":
                     time.sleep(OTHERS_POLL_S)
                     continue
-                with stop.deferred():  # never a trial without its owner and parameters
-                    trial = study.ask()
-                    trial.set_user_attr(OWNER_ATTR, owner_tags())
-                neighbours.check(study, trial.number)
-                state = _run_trial(study, trial, spec, experiment_id, parent_id,
-                                   reachable_url, stop)
-                progress.report(study, trial.number, state)
-                trial = None
+                place = StudyPlace(study, spec, experiment_id, parent_id, reachable_url, stop)
+                held = _ask_cells(place, started)
+                neighbours.check(study, held[0].number)
+                measure_in_rounds([c for c in held if not c.skip_if_unmeasurable()], spec)
+                for cell in held:
+                    progress.report(study, cell.number, cell.finish())
+                held = []
             summary = _finish(study, spec, parent_id)
         except BaseException as e:
-            _abandon(study, trial, parent_id, e)
+            _abandon(study, [c.trial for c in held], parent_id, e)
             raise
     log.info(f"mlflow-dlaas: study done: {summary.complete} complete, {summary.pruned} pruned, "
              f"{summary.failed} failed{grid_coverage(study, spec)}; parent run {parent_id}")
@@ -167,6 +119,20 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     if summary.failure is not None:
         raise NoTrialCompletedError(f"study {spec.name!r}: {summary.failure}")
     return summary
+
+
+def _ask_cells(place: StudyPlace, started: float) -> list[TrialInFlight]:
+    """The trials this worker measures next: one, or (:func:`~mlflow_dlaas.tuning.
+    interleaving.batch_size`) as many as the study has room for, to be measured in
+    interleaved rounds."""
+    cells: list[TrialInFlight] = []
+    while not cells or (len(cells) < batch_size(place.spec)
+                        and next_step(place.study, place.spec, started) == "ask"):
+        with place.stop.deferred():  # never a trial without its owner and parameters
+            trial = place.study.ask()
+            trial.set_user_attr(OWNER_ATTR, owner_tags())
+        cells.append(TrialInFlight(place, trial))
+    return cells
 
 
 def _complete_delivered(study: optuna.Study, spec: StudySpec, experiment_id: str,
@@ -195,8 +161,8 @@ def _complete_delivered(study: optuna.Study, spec: StudySpec, experiment_id: str
             project_name(spec.project)
         trial.set_user_attr("framework", framework)
         trial.set_user_attr(RUN_IDS_ATTR, [o.run_id for o in outcomes])
-        state = _complete(study, trial, spec, experiment_id, {**spec.fixed, **params},
-                          outcomes, stop)
+        state = complete(study, trial, spec, experiment_id, {**spec.fixed, **params},
+                         outcomes, stop)
         log.info(f"mlflow-dlaas: trial {failed.number}'s runs have arrived: trial {trial.number} "
                  f"holds them, {state.name}")
 
@@ -244,177 +210,15 @@ def _name_objectives(study: optuna.Study, spec: StudySpec) -> None:
         study.set_metric_names([o.metric for o in spec.objectives])
 
 
-def _run_trial(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
-               parent_id: str, storage_url: str, stop: StopSignals) -> TrialState:
-    params = suggest(trial, spec)
-    framework = params.pop("framework", spec.frameworks[0]) if spec.frameworks else \
-        project_name(spec.project)
-    trial.set_user_attr("framework", framework)
-    skipped = skip_reason(spec, framework, {**spec.fixed, **params})
-    if skipped:  # pruned unmeasured: this machine would only emulate the point
-        trial.set_user_attr(SKIPPED_ATTR, skipped)
-        _tell(study, trial, stop, state=TrialState.PRUNED)
-        log.info(f"mlflow-dlaas: trial {trial.number} skipped, nothing run: {skipped}")
-        return TrialState.PRUNED
-    last_beat = [0.0]
-    run_ids: list[str] = []
-
-    def on_created(run_id: str) -> None:  # recorded before its process starts
-        if spec.project:  # the settings applied around the project, beside its params
-            mlflow.MlflowClient().log_batch(run_id, params=[
-                Param(k, str(v)) for k, v in trial_params.items()
-                if k in OUTSIDE_SETTINGS])
-        run_ids.append(run_id)
-        trial.set_user_attr(RUN_IDS_ATTR, list(run_ids))
-        if len(run_ids) == 1:
-            trial.set_user_attr(RUN_ID_ATTR, run_id)
-            trial.set_user_attr(RUN_URL_ATTR, run_url(experiment_id, run_id))
-
-    def heartbeat() -> None:
-        if time.monotonic() - last_beat[0] >= HEARTBEAT_EVERY_S:
-            trial.set_user_attr(HEARTBEAT_ATTR, time.time())
-            last_beat[0] = time.monotonic()
-
-    heartbeat()
-    outcomes: list[ChildOutcome] = []
-    # the first replicate reports its epochs to the trial and is pruned from inside
-    pruning = PruningRequest(
-        storage=storage_url, study=spec.name, trial_id=trial_id(trial), pruner=spec.pruner,
-        metric=PRUNING_METRIC[spec.entry_point],
-    ).environment() if spec.pruner != "none" else None
-    trial_params = {**spec.fixed, **params}
-    for replicate in range(spec.replicates):
-        launch = _child_launch(spec, framework, trial_params, replicate)
-        outcome = run_child(
-            experiment_id=experiment_id, parent_run_id=parent_id,
-            project_uri=launch.project_uri, entry_point=spec.entry_point, params=launch.params,
-            tags={STUDY_TAG: spec.name, TRIAL_NUMBER_TAG: str(trial.number),
-                  REPLICATE_TAG: str(replicate), ROLE_TAG: "trial",
-                  TRIAL_NAME_TAG: f"trial-{trial.number}-r{replicate}", **launch.tags},
-            env_manager=spec.env_manager, timeout_s=spec.trial_timeout_s,
-            environment={**(pruning if replicate == 0 and pruning else {}), **launch.environment},
-            heartbeat=heartbeat, on_created=on_created, watch=launch.watch,
-        )
-        outcomes.append(outcome)
-        if outcome.status == "PRUNED":
-            _tell(study, trial, stop, state=TrialState.PRUNED)
-            return TrialState.PRUNED
-        if outcome.status != "FINISHED":
-            if outcome.reason == UNDELIVERED_REASON:  # its runs may arrive by resend
-                trial.set_user_attr(UNDELIVERED_ATTR, True)
-            if outcome.reason.startswith(OUTAGE_REASON):  # measured again on the next run
-                trial.set_user_attr(OUTAGE_ATTR, True)
-            return _fail(study, trial, outcome.reason, stop)
-    return _complete(study, trial, spec, experiment_id, trial_params, outcomes, stop)
-
-
-def _complete(study: optuna.Study, trial: optuna.Trial, spec: StudySpec, experiment_id: str,
-              trial_params: dict[str, Any], outcomes: list[ChildOutcome], stop: StopSignals
-              ) -> TrialState:
-    """Tell the trial its values (medians over its replicates' runs), its constraints and
-    its note; FAIL it where a run lacks an objective or the value is not a number."""
-    values, spreads, missing = _aggregate(spec, outcomes)
-    missing += [c.metric for c in spec.constraints
-                if _median(outcomes, c.metric) is None and c.metric not in missing]
-    if missing:
-        available = ", ".join(sorted(outcomes[0].metrics))
-        return _fail(study, trial, f"the trial did not log {', '.join(missing)}; it logged: "
-                                   f"{available}", stop)
-    not_finite = [f"{o.metric} = {v}" for o, v in zip(spec.objectives, values, strict=True)
-                  if not math.isfinite(v)]
-    if not_finite:  # Optuna would fail the trial itself, with a warning and no reason kept
-        return _fail(study, trial, f"the trial's objective is not a number: "
-                                   f"{', '.join(not_finite)}", stop)
-    for key, spread in spreads.items():
-        trial.set_user_attr(f"range_{key}", spread)
-    observed = [_median(outcomes, c.metric) or 0.0 for c in spec.constraints]
-    if spec.constraints:
-        record_constraints(study, trial_id(trial),
-                           [c.violation(v) for c, v in zip(spec.constraints, observed,
-                                                           strict=True)])
-    save_trial_note(trial, trial_note(spec, trial_params, [
-        (o.run_id, run_url(experiment_id, o.run_id)) for o in outcomes], values, observed))
-    _tell(study, trial, stop, values)
-    return TrialState.COMPLETE
-
-
-@dataclass(frozen=True)
-class _ChildLaunch:
-    """What one replicate's child is: the project, its params, tags and environment, and
-    the watch around it (a user's project only)."""
-
-    project_uri: str
-    params: dict[str, Any]
-    tags: dict[str, str]
-    environment: dict[str, str]
-    watch: OutsideWatch | None = None
-
-
-def _child_launch(spec: StudySpec, framework: str, trial_params: dict[str, Any],
-                  replicate: int) -> _ChildLaunch:
-    """A built-in project (``projects/<framework>``) with the replicate's seed, or the user's
-    own project with our settings taken out of its params and applied around it."""
-    seed = replicate_seed(trial_params, replicate, spec.replicate_seeds)
-    if not spec.project:
-        return _ChildLaunch(str(projects_dir() / framework), {**trial_params, "seed": seed},
-                            {}, {})
-    settings, params = split_settings(trial_params)
-    if "seed" in spec.project_parameters:
-        params["seed"] = seed
-    return _ChildLaunch(spec.project, params,
-                        {ENTRY_TAG: "project", PROJECT_TAG: framework},
-                        outside_environment(settings), OutsideWatch(settings))
-
-
-def _tell(study: optuna.Study, trial: optuna.Trial, stop: StopSignals,
-          values: list[float] | None = None, state: TrialState | None = None) -> None:
-    """``study.tell``, which a stop does not cut in half; Optuna's grid sampler calls
-    ``study.stop()`` at the last grid point, which only works inside ``optimize``: the trial
-    is stored all the same, and the loop itself sees when the grid is done."""
-    with stop.deferred():
-        try:
-            study.tell(trial, values, state=state)
-        except RuntimeError as e:
-            if "Study.stop" not in str(e):
-                raise
-
-
-def _aggregate(spec: StudySpec, outcomes: list[ChildOutcome]
-               ) -> tuple[list[float], dict[str, list[float]], list[str]]:
-    """Median of each objective over replicates, the replicates' [min, max], what is missing."""
-    values, spreads, missing = [], {}, []
-    for objective in spec.objectives:
-        seen = [objective_value(o, objective) for o in outcomes]
-        if any(v is None for v in seen):
-            missing.append(objective.metric)
-            continue
-        values.append(statistics.median(seen))
-        spreads[objective.metric] = [min(seen), max(seen)]
-    return values, spreads, missing
-
-
-def _median(outcomes: list[ChildOutcome], key: str) -> float | None:
-    seen = [metric_value(o.metrics, key) for o in outcomes]
-    return None if any(v is None for v in seen) else statistics.median(seen)
-
-
-def _fail(study: optuna.Study, trial: optuna.Trial, reason: str, stop: StopSignals
-          ) -> TrialState:
-    trial.set_user_attr(REASON_ATTR, reason[:2000])
-    _tell(study, trial, stop, state=TrialState.FAIL)
-    log.info(f"mlflow-dlaas: trial {trial.number} failed: {reason}")
-    return TrialState.FAIL
-
-
-def _abandon(study: optuna.Study | None, trial: optuna.Trial | None, parent_id: str | None,
+def _abandon(study: optuna.Study | None, held: list[optuna.Trial], parent_id: str | None,
              error: BaseException) -> None:
-    """This worker is stopping: give its trial up (to be retried); end the parent run if no
-    other worker runs a trial."""
+    """This worker is stopping: give the trials it holds up (to be retried); end the parent
+    run if no other worker runs a trial."""
     reason = f"the study worker stopped: {type(error).__name__}: {error}"
     if study is None or parent_id is None:  # stopped before the study had its parent run
         return
     try:
-        if trial is not None:
+        for trial in held:
             frozen = storage_of(study).get_trial(trial_id(trial))
             if frozen.state == TrialState.RUNNING:
                 give_up(study, frozen, reason)

@@ -25,11 +25,11 @@ class MlflowServer:
     same store)."""
 
     def __init__(self, backend: str, artifacts: Path, *args: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [shutil.which("mlflow"), "server", "--backend-store-uri", backend,
-                        "--host", "127.0.0.1", "--port", str(self.port),
+                        "--host", host, "--port", str(self.port),
                         "--artifacts-destination", str(artifacts), "--workers", "1", *args]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None

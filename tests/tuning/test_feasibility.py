@@ -12,11 +12,11 @@ from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.optuna_access import internals
 from mlflow_dlaas.runs import ui_links as run_links
 from mlflow_dlaas.tuning import feasibility
-from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.outcome import no_completion_reason
 from mlflow_dlaas.tuning.recovery import GIVEN_UP_ATTR, REASON_ATTR
 from mlflow_dlaas.tuning.sampling import make_sampler, suggest
 from mlflow_dlaas.tuning.spec import parse_spec
+from mlflow_dlaas.tuning.telling import tell
 
 X = {"x": optuna.distributions.IntDistribution(0, 9)}
 
@@ -44,7 +44,7 @@ def test_every_sampler_sees_the_constraints_and_best_is_the_best_feasible(sample
         feasibility.record_constraints(study, internals.trial_id(trial),
                                        [c.violation(accuracy) for c in spec.constraints])
         # the last grid point stops the study: told all the same
-        driver._tell(study, trial, StopSignals(), [x])
+        tell(study, trial, StopSignals(), [x])
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     # where every sampler (FrozenTrial.constraints) and optuna-dashboard (the list) read them
     assert all(t.constraints == {"0": pytest.approx(max(0.0, 0.9 - t.values[0] / 6))}

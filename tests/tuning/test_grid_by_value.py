@@ -12,11 +12,11 @@ from optuna.trial import TrialState
 
 from mlflow_dlaas.measured_process.lifeline import StopSignals
 from mlflow_dlaas.tuning import recovery
-from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.grid import POINT_ATTR, GridByValue
 from mlflow_dlaas.tuning.progress import next_step
 from mlflow_dlaas.tuning.sampling import grid_space, make_sampler, suggest
 from mlflow_dlaas.tuning.spec import StudySpec, parse_spec
+from mlflow_dlaas.tuning.telling import tell
 from tests.tuning.test_recovery import _dead_owner
 
 SPACE = {"batch_size": [32, 64], "intra_op_threads": [1, 2]}
@@ -50,7 +50,7 @@ def _drive(study: optuna.Study, spec: StudySpec, limit: int | None = None) -> li
         trial.set_user_attr(recovery.OWNER_ATTR, {})  # an owner: not an ownerless trial
         params = suggest(trial, spec)
         measured.append((params["batch_size"], params["intra_op_threads"]))
-        driver._tell(study, trial, StopSignals(), [1.0])
+        tell(study, trial, StopSignals(), [1.0])
     return measured
 
 

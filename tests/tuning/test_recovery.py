@@ -22,6 +22,7 @@ from mlflow_dlaas.tuning import study as driver
 from mlflow_dlaas.tuning.progress import next_step
 from mlflow_dlaas.tuning.sampling import make_sampler
 from mlflow_dlaas.tuning.spec import parse_spec
+from mlflow_dlaas.tuning.telling import tell
 
 X = {"x": optuna.distributions.IntDistribution(0, 9)}
 
@@ -133,7 +134,7 @@ def test_a_grid_retry_takes_its_failed_trials_place(tracking: str) -> None:
     while (step := next_step(study, spec, started)) == "ask":
         trial = study.ask()
         measured.append(trial.suggest_categorical("batch_size", [8, 16, 32]))
-        driver._tell(study, trial, StopSignals(), [1.0])
+        tell(study, trial, StopSignals(), [1.0])
     assert step == "done"
     assert sorted(measured) == [8, 16, 32] and measured[0] == lost.params["batch_size"]
     assert sum(recovery.counts(t) for t in study.get_trials()) == 3
@@ -163,7 +164,7 @@ def test_a_trial_stopped_inside_ask_is_failed_and_its_grid_point_measured(
     while (step := next_step(study, spec, started)) == "ask":
         trial = study.ask()
         measured.append(trial.suggest_categorical("batch_size", [32, 64]))
-        driver._tell(study, trial, StopSignals(), [1.0])
+        tell(study, trial, StopSignals(), [1.0])
     assert step == "done" and sorted(measured) == [32, 64]
 
 
