@@ -20,6 +20,7 @@ from mlflow import MlflowClient
 from mlflow_dlaas.figures import significant
 from mlflow_dlaas.report.cost import Prices, cost_text
 from mlflow_dlaas.report.effect import Effect, compare_runs
+from mlflow_dlaas.report.questions import is_accuracy
 from mlflow_dlaas.report.recommend import Recommendation
 from mlflow_dlaas.runs.schema import MEMORY_BANDWIDTH, PEAK_GFLOPS
 
@@ -79,6 +80,8 @@ class WhichMachine:
     differences: tuple[str, ...]
     #: where the prices behind the costs come from, and when ('' without prices)
     prices: str = ""
+    #: accuracy on each host, one line per question: a check, not a choice of machine
+    checks: tuple[str, ...] = ()
 
 
 def which_machine(client: MlflowClient, answers_by_host: Mapping[str, Sequence[Recommendation]],
@@ -94,9 +97,14 @@ def which_machine(client: MlflowClient, answers_by_host: Mapping[str, Sequence[R
             if answer.found and answer.best_values:
                 cost = cost_text(answer.goal.metric, answer.best_values, price) if price else ""
                 asked.setdefault(_question(answer), []).append(HostBest(host, answer, cost))
-    found = []
+    found, checks = [], []
     for question, bests in asked.items():
         if len(bests) < 2:
+            continue
+        if is_accuracy(bests[0].answer.goal):  # the same model and data: a check, no choice
+            checks.append(f"{question}: " + ", ".join(
+                f"{b.host} {b.answer.value}" for b in bests)
+                + " (a check: a host is not chosen for accuracy)")
             continue
         lower = bests[0].answer.goal.direction == "minimize"
         bests.sort(key=lambda b: b.typical if lower else -b.typical)
@@ -104,7 +112,7 @@ def which_machine(client: MlflowClient, answers_by_host: Mapping[str, Sequence[R
                               lower_is_better=lower)
         found.append(MachineAnswer(question, tuple(bests), effect))
     return WhichMachine(tuple(found), tuple(fingerprint_differences(client, runs_by_host)),
-                        prices.cited if prices is not None else "")
+                        prices.cited if prices is not None else "", tuple(checks))
 
 
 def _question(answer: Recommendation) -> str:

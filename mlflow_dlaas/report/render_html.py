@@ -80,6 +80,7 @@ def _which_machine(machines: WhichMachine) -> list[str]:
                      f"</p><ul>{hosts}</ul>{test}</div>")
     if not machines.answers:
         parts.append("<p class='missing'>No question was answered on two hosts.</p>")
+    parts += [f"<p class='check'>{escape(check)}</p>" for check in machines.checks]
     if machines.prices:
         parts.append(f"<p class='check'>Costs at the hosts' prices "
                      f"({escape(machines.prices)}).</p>")

@@ -34,6 +34,7 @@ def _which_machine(machines: WhichMachine) -> list[str]:
             lines.append(f"  - test: {answer.effect.test_text()}")
     if not machines.answers:
         lines.append("- No question was answered on two hosts.")
+    lines += [f"- {check}" for check in machines.checks]
     if machines.prices:
         lines += ["", f"Costs at the hosts' prices ({machines.prices})."]
     if machines.differences:
