@@ -8,6 +8,12 @@ import re
 import numpy as np
 import pandas as pd
 
+from mlflow_dlaas.report.energy_estimate import (
+    ESTIMATED,
+    SOURCE_COLUMN,
+    add_estimates,
+    energy_sources,
+)
 from mlflow_dlaas.runs import schema
 
 #: the framework's own peak (the measured worker: train phase, or measured scenarios); the
@@ -53,13 +59,16 @@ def energy_by_phase(runs: pd.DataFrame) -> dict[str, list[str]]:
 def add_energy(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run: ``metrics.whole_run_energy_joules`` and, for inference runs,
     ``metrics.energy_per_1000_predictions_joules`` (the batched scenarios' energy over the
-    samples they served); NaN where no energy counter was readable."""
+    samples they served); NaN where no energy counter was readable; where none was, the
+    estimate's ends from CPU time (:mod:`~mlflow_dlaas.report.energy_estimate`); and each
+    run's :data:`SOURCE_COLUMN` (rapl, nvml, estimated)."""
     runs = runs.copy()
     whole_run = energy_by_phase(runs).get("run", [])
     runs[f"metrics.{ENERGY}"] = (runs[whole_run].sum(axis=1, min_count=1) if whole_run
                                  else np.nan)
     runs[f"metrics.{ENERGY_PER_1000}"] = _energy_per_1000(runs)
-    return runs
+    runs[SOURCE_COLUMN] = energy_sources(runs, whole_run)
+    return add_estimates(runs, runs[SOURCE_COLUMN] == ESTIMATED)
 
 
 def batched_metrics(runs: pd.DataFrame) -> frozenset[str]:

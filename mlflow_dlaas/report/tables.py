@@ -16,6 +16,14 @@ from mlflow_dlaas.report.derived import (
     PEAK_MEMORY,
     TREE_PEAK,
 )
+from mlflow_dlaas.report.energy_estimate import (
+    ESTIMATED,
+    ESTIMATED_HIGH,
+    ESTIMATED_LOW,
+    PER_1000_HIGH,
+    PER_1000_LOW,
+    SOURCE_COLUMN,
+)
 from mlflow_dlaas.report.formatting import setting_text
 from mlflow_dlaas.runs import schema
 
@@ -43,7 +51,9 @@ TRAINING_COLUMNS = (
     Column("CPU % (train)", schema.TRAIN_MEAN_CPU),
     Column("GFLOP/s (train)", schema.TRAIN_GFLOPS),
     Column("fraction of peak", schema.FRACTION_OF_PEAK),
-    Column("energy, whole run (J)", ENERGY),
+    Column("energy, whole run, measured (J)", ENERGY),
+    Column("energy, whole run, estimated from CPU time: low (J)", ESTIMATED_LOW),
+    Column("… high (J)", ESTIMATED_HIGH),
 )
 INFERENCE_COLUMNS = (
     Column("p50 (ms)", schema.P50_LATENCY),
@@ -54,7 +64,9 @@ INFERENCE_COLUMNS = (
     Column("top-1 agreement with the reference", schema.EQUIVALENCE_TOP1_AGREEMENT),
     Column("output deviation (of max |ref|)", schema.EQUIVALENCE_MAX_RELATIVE_ERROR),
     Column("peak memory (MB)", PEAK_MEMORY),
-    Column("energy per 1,000, whole run (J)", ENERGY_PER_1000),
+    Column("energy per 1,000, measured (J)", ENERGY_PER_1000),
+    Column("energy per 1,000, estimated from CPU time: low (J)", PER_1000_LOW),
+    Column("… high (J)", PER_1000_HIGH),
 )
 #: The scenarios measured once per run (not per batch size): server and multi-stream.
 SCENARIO_COLUMNS = (
@@ -143,8 +155,11 @@ def missing_notes(rows: pd.DataFrame, columns: tuple[Column, ...]) -> list[str]:
     """One sentence per column that some or all runs lack."""
     notes = []
     total = rows["run_id"].nunique() if len(rows) else 0
+    estimates = (ESTIMATED_LOW, ESTIMATED_HIGH, PER_1000_LOW, PER_1000_HIGH)
     for column in columns:
         have = rows.loc[rows[column.key].notna(), "run_id"].nunique() if column.key in rows else 0
+        if column.metric in estimates and SOURCE_COLUMN in rows:  # none where measured
+            have += rows.loc[~rows[SOURCE_COLUMN].isin(["", ESTIMATED]), "run_id"].nunique()
         if total and have < total:
             notes.append(f"{column.heading}: `{column.metric}` is missing in "
                          f"{total - have} of {total} runs{_why(column.metric, rows)}")
@@ -159,7 +174,10 @@ def _why(metric: str, rows: pd.DataFrame) -> str:
         return (" (made before FLOPs were counted, or no CPU peak could be derived: the "
                 f"run's {schema.PEAK_TAG} tag says why)")
     if "energy" in metric:
-        return " (no readable RAPL counter or NVIDIA GPU where they ran)"
+        if "estimated" in metric:
+            return " (no CPU time logged)"
+        return (" (no readable RAPL counter or NVIDIA GPU where they ran: the estimated "
+                "columns give an interval from CPU time instead)")
     if metric == schema.TIME_TO_ACCURACY:
         return " (they never reached their target_accuracy)"
     if metric == PEAK_MEMORY:
