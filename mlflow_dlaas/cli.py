@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -151,9 +152,14 @@ def _ui_url_option(func: F) -> F:
 @click.option("--host-class", default=None, metavar="NAME",
               help="The fleet's name for this kind of host (e.g. c7i.large; implies --fleet; "
                    "default: from the host's fingerprint).")
+@click.option("--warm-start", default=None, metavar="STUDY",
+              help="Start a new study from an earlier one of the same storage: its trials "
+                   "added where this host's fingerprint matches, its best points queued "
+                   "first where it does not.")
 @reports_errors
 def study_command(spec_path: str, storage: str | None, dry_run: bool,
-                  trials: int | None, fleet: bool, host_class: str | None) -> None:
+                  trials: int | None, fleet: bool, host_class: str | None,
+                  warm_start: str | None) -> None:
     """Run (or resume) the Optuna study SPEC.yaml; every trial is a child MLflow run.
 
     Run the same command on several machines (one shared --storage and tracking server)
@@ -168,6 +174,8 @@ def study_command(spec_path: str, storage: str | None, dry_run: bool,
         from mlflow_dlaas.tuning.fleet import fleet_spec, this_host_class
 
         spec = fleet_spec(spec, this_host_class(host_class))
+    if warm_start:
+        spec = dataclasses.replace(spec, warm_start=warm_start)
     plan = plan_study(spec, max_trials=trials)
     if dry_run:
         for line in plan.lines():

@@ -83,6 +83,8 @@ class StudySpec:
     decide_seed: int = 0
     #: the host class of a fleet study (``--fleet``): its runs are tagged with it
     host_class: str | None = None
+    #: the earlier study a new one starts from (``--warm-start``)
+    warm_start: str | None = None
 
     @property
     def directions(self) -> list[str]:

@@ -39,6 +39,7 @@ from mlflow_dlaas.tuning.spec import StudySpec, project_name
 from mlflow_dlaas.tuning.study_artifacts import log_study_artifacts
 from mlflow_dlaas.tuning.telling import complete
 from mlflow_dlaas.tuning.trial_in_flight import StudyPlace, TrialInFlight
+from mlflow_dlaas.tuning.warm_start import earlier_study, record_fingerprint, warm_start
 
 log = console(__name__)
 
@@ -72,6 +73,7 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
     with stop_on_signals(escalate=True) as stop:  # before the first store write
         target = configure_tracking()
         storage, where = make_storage(storage_url)
+        earlier = earlier_study(storage, spec) if spec.warm_start else None  # before any run
         reachable_url = absolute_url(storage_url)  # for the trials' own processes (pruning)
         log.info(f"mlflow-dlaas: study {spec.name!r} in {where}")
         launcher = os.environ.get("MLFLOW_RUN_ID")  # under `mlflow run . -e study`
@@ -83,6 +85,10 @@ def run_study(spec: StudySpec, *, storage_url: str | None = None) -> StudySummar
         try:
             with stop.deferred():  # a parent run made is a parent run the study knows
                 study, created = _create_or_load(spec, storage)
+                if created:
+                    record_fingerprint(study)
+                    if earlier is not None:
+                        log.info(f"mlflow-dlaas: {warm_start(study, spec, earlier)}")
                 parent_id = parent_run(study, spec, experiment_id, created)
             started = time.monotonic()
             progress = Progress(spec, started)
