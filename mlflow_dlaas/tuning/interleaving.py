@@ -16,8 +16,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mlflow_dlaas.console_log import console
 from mlflow_dlaas.tuning.spec import StudySpec
 from mlflow_dlaas.tuning.trial_in_flight import TrialInFlight
+
+log = console(__name__)
 
 #: the most trials one worker holds at once to interleave their replicates
 MAX_INTERLEAVED = 16
@@ -55,5 +58,11 @@ def measure_in_rounds(cells: Sequence[TrialInFlight], spec: StudySpec) -> None:
                 if cell.state is None:
                     cell.beat()
 
-        for cell in round_order(active, replicate, spec.seed):
+        order = round_order(active, replicate, spec.seed)
+        for cell in order:
             cell.run_replicate(replicate, heartbeat)
+        if len(cells) > 1:  # the trials' own lines come once every round has run
+            ended = sum(c.state is not None for c in order)
+            log.info(f"mlflow-dlaas: round {replicate + 1}/{spec.replicates} done: trials "
+                     f"{', '.join(str(c.number) for c in order)} in this order"
+                     + (f" ({ended} ended early)" if ended else ""))

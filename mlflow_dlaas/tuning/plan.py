@@ -19,6 +19,7 @@ from mlflow_dlaas.inference.text_model import TEXT_MODELS
 from mlflow_dlaas.libraries.settings import library_file
 from mlflow_dlaas.project_paths import project_dir
 from mlflow_dlaas.redaction import redact_uri
+from mlflow_dlaas.tuning.interleaving import batch_size
 from mlflow_dlaas.tuning.measurable import (
     refuse_if_nothing_measurable,
     skipped_lines,
@@ -85,6 +86,13 @@ class StudyPlan:
                 "" if o.reduce == "last" else f" ({o.reduce} over its history)")
                 for o in spec.objectives),
         ]
+        if batch_size(spec) > 1:
+            lines.append(f"order: interleaved rounds, up to {batch_size(spec)} trials at once "
+                         f"(replicate 0 of each, then 1 ..., each round in a seeded order)")
+        if spec.host_class:
+            lines.append(f"fleet: this host's class {spec.host_class}; runs tagged with it")
+        if spec.warm_start:
+            lines.append(f"warm start: from study {spec.warm_start!r} when this study is made")
         if spec.constraints:
             lines.append("constraints: " + ", ".join(f"{c.metric} {c.op} {c.value:g}"
                                                      for c in spec.constraints))
