@@ -18,8 +18,8 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from tests.netns import NamespaceHost
 from tests.postgres import OwnPostgres
+from tests.tuning.netns import NamespaceHost
 from tests.tuning.servers import MlflowServer
 from tests.tuning.studies import CHEAP_FIXED
 
