@@ -58,9 +58,10 @@ class MachineAnswer:
     effect: Effect | None
 
     def sentence(self) -> str:
-        """``amd-epyc-2c-…: lowest train time, 1.1 s; ahead of amd-epyc-1c-… by 40 % (...)``."""
+        """``amd-epyc-2c-…, 1.1 s (...); ahead of amd-epyc-1c-… by 40 % (...)``: the best host
+        and its figure, against the next (the question is shown beside it)."""
         best = self.hosts[0]
-        text = f"{best.host}: {best.answer.wanted()}, {best.answer.value}"
+        text = f"{best.host}, {best.answer.value}"
         if self.effect is not None:
             text += f"; {self.effect.words(rival=self.hosts[1].host)}"
         return text

@@ -31,7 +31,7 @@ class Prices:
 
     @property
     def cited(self) -> str:
-        return f"prices: {self.source}, {self.date}"
+        return f"{self.source}, {self.date}"
 
 
 def parse_prices(pairs: Sequence[str], source: str | None, date: str | None,

@@ -82,8 +82,8 @@ def _which_machine(machines: WhichMachine) -> list[str]:
         parts.append("<p class='missing'>No question was answered on two hosts.</p>")
     parts += [f"<p class='check'>{escape(check)}</p>" for check in machines.checks]
     if machines.prices:
-        parts.append(f"<p class='check'>Costs at the hosts' prices "
-                     f"({escape(machines.prices)}).</p>")
+        parts.append(f"<p class='check'>Costs at the hosts' prices per hour: "
+                     f"{escape(machines.prices)}.</p>")
     if machines.differences:
         parts.append("<h3>How the hosts differ</h3><ul>" + "".join(
             f"<li>{escape(d)}</li>" for d in machines.differences) + "</ul>")

@@ -36,7 +36,7 @@ def _which_machine(machines: WhichMachine) -> list[str]:
         lines.append("- No question was answered on two hosts.")
     lines += [f"- {check}" for check in machines.checks]
     if machines.prices:
-        lines += ["", f"Costs at the hosts' prices ({machines.prices})."]
+        lines += ["", f"Costs at the hosts' prices per hour: {machines.prices}."]
     if machines.differences:
         lines += ["", "How the hosts differ:", ""] + [f"- {d}" for d in machines.differences]
     return lines + [""]

@@ -50,7 +50,7 @@ def test_prices_need_their_source_and_date(tmp_path: Path) -> None:
     assert parse_prices([], None, None) is None
     prices = parse_prices(["c7i.large=0.08925"], "AWS on-demand, us-east-1", "2026-12-01")
     assert prices is not None and prices.usd_per_hour == {"c7i.large": 0.08925}
-    assert prices.cited == "prices: AWS on-demand, us-east-1, 2026-12-01"
+    assert prices.cited == "AWS on-demand, us-east-1, 2026-12-01"
     file = tmp_path / "prices.yaml"
     file.write_text("source: GCP list price\ndate: 2026-11-30\n"
                     "usd_per_hour: {n2-standard-2: 0.0971}\n")

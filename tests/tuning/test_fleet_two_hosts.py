@@ -124,7 +124,7 @@ def test_two_hosts_measure_every_point_and_the_report_sets_them_side_by_side(
         assert "ratio" in side_by_side and "95 % CI" in side_by_side, side_by_side  # 4 vs 4
         assert all(c in side_by_side for c in classes), side_by_side
         assert side_by_side.count("per training run") == 2, side_by_side  # each host's cost
-        assert "prices: a test's own, 2026-12-07" in side_by_side, side_by_side
+        assert "prices per hour: a test's own, 2026-12-07" in side_by_side, side_by_side
         assert f"cores allowed: {classes[0]} 1, {classes[1]} 2" in side_by_side or \
             f"cores allowed: {classes[1]} 2, {classes[0]} 1" in side_by_side, side_by_side
         assert all(f"## Host {c}" in text for c in classes)  # each host its own section
