@@ -80,16 +80,18 @@ def geometric_interval(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def cost_text(metric: str, values: Sequence[float], usd_per_hour: float) -> str:
-    """``USD 0.00000216 per 1,000 predictions (95 % CI ...)`` for a throughput in samples/s,
-    ``USD 0.0123 per training run`` for a training time in seconds; '' for any other."""
+    """``USD 0.00000216 per 1,000 predictions (offline) (95 % CI ...)`` for an offline
+    throughput in samples/s or a server capacity in queries/s (a query: one sample), ``USD
+    0.0123 per training run`` for a training time in seconds; '' for any other."""
     if not values:
         return ""
     middle, low, high = geometric_interval(values)
     per_second = usd_per_hour / SECONDS_PER_HOUR
-    if metric.endswith("throughput_samples_per_second"):
+    if metric.endswith(("throughput_samples_per_second", "server_max_qps_within_p99_bound")):
+        served = "at its server capacity" if "qps" in metric else "offline"
         figure, ends, what = (1000 * per_second / middle,
                               (1000 * per_second / high, 1000 * per_second / low),
-                              "per 1,000 predictions")
+                              f"per 1,000 predictions ({served})")
     elif metric.endswith("_seconds") and ("train" in metric or "time_to_accuracy" in metric):
         figure, ends, what = per_second * middle, (per_second * low, per_second * high), \
             "per training run"

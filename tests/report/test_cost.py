@@ -16,13 +16,15 @@ from mlflow_dlaas.report.cost import cost_text, geometric_interval, parse_prices
 def test_per_1000_predictions_and_per_training_run_match_a_hand_calculation() -> None:
     # USD 36 an hour is USD 0.01 a second; at 2 samples/s, 1,000 predictions take 500 s
     assert cost_text("offline/throughput_samples_per_second", [2.0, 2.0], 36.0) == \
-        "USD 5.00 per 1,000 predictions (95 % CI USD 5.00–5.00) at USD 36/h"
+        "USD 5.00 per 1,000 predictions (offline) (95 % CI USD 5.00–5.00) at USD 36/h"
+    assert cost_text("Headline/server_max_qps_within_p99_bound", [4.0], 36.0) == \
+        "USD 2.50 per 1,000 predictions (at its server capacity) at USD 36/h"
     # 900 s of training at USD 0.40 an hour: USD 0.10
     assert cost_text("Headline/train_time_seconds", [900.0], 0.40) == \
         "USD 0.10 per training run at USD 0.4/h"
     # a c7i.large at USD 0.08925/h serving 11,500 samples/s: USD 0.00000216 per 1,000
     assert cost_text("offline/throughput_samples_per_second", [11_500.0], 0.08925) \
-        .startswith("USD 2.16e-06 per 1,000 predictions")
+        .startswith("USD 2.16e-06 per 1,000 predictions (offline)")
     assert cost_text("Headline/test_accuracy", [0.9], 1.0) == ""  # no cost to a ratio
 
 
@@ -37,7 +39,7 @@ def test_the_interval_follows_from_the_throughputs() -> None:
     text = cost_text("offline/throughput_samples_per_second", values, 3600.0)
     # USD 1 a second: a faster host end is the cheaper cost end
     assert f"CI USD {1000 / high:.2f}–{1000 / low:.2f}" in text, text
-    assert text.startswith(f"USD {1000 / middle:.2f} per 1,000 predictions")
+    assert text.startswith(f"USD {1000 / middle:.2f} per 1,000 predictions (offline)")
 
 
 def test_prices_need_their_source_and_date(tmp_path: Path) -> None:
