@@ -3,6 +3,7 @@ Kubernetes schemas, the URIs never literal; the systemd form; bad input refused.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -57,3 +58,26 @@ def test_a_bad_hosts_value_is_refused_with_the_form_to_write(cli_path: str, host
     out = _manifest(cli_path, "--hosts", hosts)
     assert out.returncode == 2 and "CLASS=N[:CPUS[:MEMORY]]" in out.stderr, out.stderr
     assert out.stdout == ""
+
+
+def test_study_fleet_names_this_hosts_study_and_refuses_a_bad_class(
+        cli_path: str, tmp_path: Path) -> None:
+    named = subprocess.run([cli_path, "study", SPEC, "--dry-run", "--host-class", "c7i.large"],
+                           capture_output=True, text=True, timeout=120)
+    assert named.returncode == 0, named.stderr
+    assert "study 'threading-pytorch@c7i.large' (experiment 'threading-pytorch')" in \
+        named.stdout
+    assert "fleet: this host's class c7i.large" in named.stdout
+    derived = subprocess.run([cli_path, "study", SPEC, "--dry-run", "--fleet"],
+                             capture_output=True, text=True, timeout=120)
+    assert derived.returncode == 0, derived.stderr
+    assert re.search(r"study 'threading-pytorch@[a-z0-9-]+-\d+c-[0-9a-f]{6}'", derived.stdout)
+    bad = subprocess.run([cli_path, "study", SPEC, "--dry-run", "--host-class", "c7i large"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "a host class is" in bad.stderr, bad.stderr
+    spec = tmp_path / "at.yaml"
+    spec.write_text(Path(SPEC).read_text().replace("name: threading-pytorch",
+                                                   "name: threading@x"))
+    at = subprocess.run([cli_path, "study", str(spec), "--dry-run", "--fleet"],
+                        capture_output=True, text=True, timeout=120)
+    assert at.returncode == 2 and "holds '@'" in at.stderr, at.stderr
