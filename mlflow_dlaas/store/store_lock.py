@@ -141,8 +141,9 @@ def _open_store(uri: str) -> None:
                 raise
 
 
-#: what SQLAlchemy says when a migration meets a table an earlier, stopped one made
-_HALF_MADE = "already exists"
+#: what SQLite says when a migration meets a table or a column an earlier, stopped one made
+#: (SQLite commits each ALTER TABLE: a migration stopped between two leaves the first done)
+_HALF_MADE = ("already exists", "duplicate column name")
 
 
 def _open_sqlite_store(uri: str, path: Path) -> None:
@@ -155,7 +156,7 @@ def _open_sqlite_store(uri: str, path: Path) -> None:
     try:
         _open_store(uri)
     except Exception as e:  # SQLAlchemy's OperationalError, wrapped by MLflow or not
-        if _HALF_MADE not in str(e):
+        if not any(sign in str(e) for sign in _HALF_MADE):
             raise
         _forget_engine(uri)
         _repair_half_made(path, e)

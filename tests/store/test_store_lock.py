@@ -126,3 +126,22 @@ def test_a_first_use_stopped_at_any_moment_never_wedges_the_store(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert not list(tmp_path.glob("mlflow.db.creating-*"))
+
+
+def test_a_first_use_stopped_between_a_new_column_and_its_version_is_made_anew(
+        cli_path: str, tmp_path: Path) -> None:
+    """SQLite commits each ALTER TABLE: a migration stopped after it adds a column and
+    before it records its version leaves "duplicate column name" for the next one (seen
+    when MLflow's own first use was stopped at 3 s)."""
+    import sqlite3
+
+    from mlflow_dlaas.store.store_lock import initialise_tracking_store
+
+    store = tmp_path / "mlflow.db"
+    initialise_tracking_store(f"sqlite:///{store}")
+    with sqlite3.connect(store) as connection:  # the version before the column was added,
+        connection.execute("UPDATE alembic_version SET version_num = '2d6e25af4d3e'")
+        connection.execute("DROP TABLE review_queue_users")  # and a later table not yet made
+    done = _monitor_true(cli_path, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "set aside" in done.stderr and list(tmp_path.glob("mlflow.db.half-made-*"))

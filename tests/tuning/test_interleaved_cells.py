@@ -59,14 +59,14 @@ def test_a_grid_study_runs_its_cells_in_rounds_and_resumes_after_a_stop_mid_roun
         cli_path: str, tracking: str, tmp_path: Path) -> None:
     name = study_name()
     spec = write_spec(tmp_path, name=name, sampler="grid", replicates=2, seed=5,
-                      search_space={"batch_size": [16, 32, 64]})
+                      search_space={"batch_size": [16, 32]})
     driver = study_cli(cli_path, spec, wait=False)
     deadline = time.monotonic() + 300
     client = mlflow.MlflowClient()
     while time.monotonic() < deadline and (client.get_experiment_by_name(name) is None
-                                           or len(study_runs(name)[1]) < 2):
+                                           or len(study_runs(name)[1]) < 1):
         time.sleep(0.3)
-    driver.send_signal(signal.SIGTERM)  # in the first round: three trials held, one measured
+    driver.send_signal(signal.SIGTERM)  # in the first round: two trials held, one under way
     output = driver.communicate(timeout=60)[0]
     assert driver.returncode == 128 + signal.SIGTERM, output[-3000:]
     storage = f"sqlite:///{Path.cwd() / 'optuna.db'}"
@@ -76,16 +76,16 @@ def test_a_grid_study_runs_its_cells_in_rounds_and_resumes_after_a_stop_mid_roun
 
     out = study_cli(cli_path, spec, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "grid: 3 of 3 points measured" in out.stderr, out.stderr[-3000:]
+    assert "grid: 2 of 2 points measured" in out.stderr, out.stderr[-3000:]
     resumed = [r for r in _children_by_start(name)
                if not r.data.tags.get("dlaas.orphaned") and r.info.status == "FINISHED"]
     rounds = [r.data.tags["dlaas.replicate"] for r in resumed]
-    assert rounds == ["0", "0", "0", "1", "1", "1"], rounds  # every cell once a round
-    first, second = resumed[:3], resumed[3:]
+    assert rounds == ["0", "0", "1", "1"], rounds  # every cell once a round
+    first, second = resumed[:2], resumed[2:]
     assert max(r.info.end_time for r in first) <= min(r.info.start_time for r in second)
-    assert sorted(r.data.params["batch_size"] for r in first) == ["16", "32", "64"]
+    assert sorted(r.data.params["batch_size"] for r in first) == ["16", "32"]
     trials = optuna.load_study(study_name=name, storage=storage).trials
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert sorted(t.params["batch_size"] for t in complete) == [16, 32, 64]
+    assert sorted(t.params["batch_size"] for t in complete) == [16, 32]
     (parent,), _ = study_runs(name)
     assert parent.info.status == "FINISHED"
