@@ -22,6 +22,7 @@ from mlflow_dlaas.report.collect import collect_runs
 from mlflow_dlaas.report.command import refuse_nothing_to_compare
 from mlflow_dlaas.runs.schema import ENTRY_TAG, ROLE_TAG
 from mlflow_dlaas.sequential import Budget, SequentialRule
+from mlflow_dlaas.store.interrupted_writes import release_interrupted_statements
 from mlflow_dlaas.store.ownership import owner_tags
 from mlflow_dlaas.store.run_ending import end_run
 from mlflow_dlaas.store.tracking import configure_tracking
@@ -78,6 +79,7 @@ def decide(*, experiment: str, budget: Budget, seed: int = 0, dry_run: bool = Fa
                 found = _still_open(answers_on(client, table, host,
                                                include_disturbed=include_disturbed), asked)
         except BaseException as e:
+            release_interrupted_statements(e)
             end_run(client, session, "KILLED", f"decide stopped: {type(e).__name__}: {e}")
             raise
         final = answers_on(client, table, host, include_disturbed=include_disturbed)

@@ -19,6 +19,7 @@ from mlflow_dlaas.errors import DiskFullError
 from mlflow_dlaas.redaction import redact_text
 from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.store.experiments import mark_model_development
+from mlflow_dlaas.store.interrupted_writes import release_interrupted_statements
 from mlflow_dlaas.store.ownership import owner_tags
 
 log = console(__name__)
@@ -86,7 +87,8 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     owned = mlflow.active_run() is None
     try:
         run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
-    except BaseException:  # stopped inside start_run: MLflow would end it FINISHED at exit
+    except BaseException as e:  # stopped inside start_run: MLflow would end it FINISHED at exit
+        release_interrupted_statements(e)
         if owned and mlflow.active_run() is not None:
             mlflow.end_run("KILLED")
         raise
@@ -99,13 +101,14 @@ def failing_run_guard(*, run_name: str | None = None) -> Iterator[Run]:
     except BaseException as e:
         disk_full = disk_full_reason(e)
         reason = disk_full or redact_text(f"{type(e).__name__}: {e}")
+        trace = redact_text(traceback.format_exc())
+        release_interrupted_statements(e)
         client = mlflow.MlflowClient()
         with contextlib.suppress(Exception):
             if REASON_TAG not in client.get_run(run.info.run_id).data.tags:
                 client.set_tag(run.info.run_id, REASON_TAG, reason[:5000])
                 if disk_full is None:
-                    client.log_text(run.info.run_id, redact_text(traceback.format_exc()),
-                                    "failure.txt")
+                    client.log_text(run.info.run_id, trace, "failure.txt")
         ended = True
         if owned:
             # an error may name its run's status (a pruned trial's run ends KILLED)

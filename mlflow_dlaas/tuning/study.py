@@ -21,6 +21,7 @@ from mlflow_dlaas.optuna_access.pruners import make_pruner
 from mlflow_dlaas.optuna_access.storage import absolute_url, check_storage_url, make_storage
 from mlflow_dlaas.runs.schema import REASON_TAG, SKIPPED_TAG
 from mlflow_dlaas.store.experiments import ensure_experiment
+from mlflow_dlaas.store.interrupted_writes import release_interrupted_statements
 from mlflow_dlaas.store.ownership import owner_tags
 from mlflow_dlaas.store.run_ending import end_run
 from mlflow_dlaas.store.tracking import configure_tracking
@@ -221,6 +222,7 @@ def _abandon(study: optuna.Study | None, held: list[optuna.Trial], parent_id: st
     """This worker is stopping: give the trials it holds up (to be retried); end the parent
     run if no other worker runs a trial."""
     reason = f"the study worker stopped: {type(error).__name__}: {error}"
+    release_interrupted_statements(error)
     if study is None or parent_id is None:  # stopped before the study had its parent run
         return
     try:

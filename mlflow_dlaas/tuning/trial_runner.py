@@ -37,6 +37,7 @@ from mlflow_dlaas.runs.schema import (
     TRIAL_NAME_TAG,
     WALL_TIME,
 )
+from mlflow_dlaas.store.interrupted_writes import release_interrupted_statements
 from mlflow_dlaas.store.journaled_store import outages_seen
 from mlflow_dlaas.store.ownership import owner_tags
 from mlflow_dlaas.store.run_ending import end_run
@@ -145,6 +146,7 @@ def run_child(
             if heartbeat is not None:
                 heartbeat()
     except BaseException as e:
+        release_interrupted_statements(e)
         if watch is not None:
             watch.stop()
         stop_project_run(submitted)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -30,6 +32,23 @@ def test_a_stop_signal_raises_stopped_once(signum: int) -> None:
     assert isinstance(stopped.value, KeyboardInterrupt)
     assert f"stopped by signal {signal.Signals(signum).name}" in str(stopped.value)
     assert signal.getsignal(signum) == before
+
+
+def _write_then_stop(database: Path) -> None:
+    """A store write cut by a stop: its connection holds the write lock, its frame holds it."""
+    connection = sqlite3.connect(database)
+    connection.execute("UPDATE experiments SET name = name")  # the write lock, uncommitted
+    raise Stopped(signal.SIGTERM)
+
+
+def test_a_stop_inside_a_store_write_still_ends_the_run_killed(
+        tracking: str, tracking_root: Path) -> None:
+    # seen in CI: SIGTERM inside MLflow's log_batch left the database locked, the run RUNNING
+    with pytest.raises(Stopped), failing_run_guard() as run:
+        _write_then_stop(tracking_root / "mlflow.db")
+    ended = mlflow.MlflowClient().get_run(run.info.run_id)
+    assert ended.info.status == "KILLED"
+    assert ended.data.tags[REASON_TAG] == "Stopped: stopped by signal SIGTERM"
 
 
 def test_runs_whose_owner_died_are_ended_killed(tracking: str) -> None:
