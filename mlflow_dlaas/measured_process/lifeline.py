@@ -173,6 +173,10 @@ class StopSignals:
             self.check()
 
 
+#: The handlers :func:`stop_on_signals` installed, innermost last.
+_INSTALLED: list[StopSignals] = []
+
+
 @contextlib.contextmanager
 def stop_on_signals(*, escalate: bool = False) -> Iterator[StopSignals]:
     """Turn :data:`STOP_SIGNALS` into :class:`Stopped` (:class:`StopSignals` says how). Off
@@ -182,8 +186,18 @@ def stop_on_signals(*, escalate: bool = False) -> Iterator[StopSignals]:
         yield stop
         return
     previous = {sig: signal.signal(sig, stop.handle) for sig in STOP_SIGNALS}
+    _INSTALLED.append(stop)
     try:
         yield stop
     finally:
+        _INSTALLED.remove(stop)
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def check_for_stop() -> None:
+    """A safe point of a wait loop: raise the stop that came, if Python dropped it where it
+    first landed (a weakref callback, a finalizer). No-op off the main thread, or where no
+    handler is installed."""
+    if _INSTALLED and threading.current_thread() is threading.main_thread():
+        _INSTALLED[-1].check()

@@ -30,7 +30,7 @@ import mlflow
 from mlflow_dlaas.console_log import console, verbose
 from mlflow_dlaas.errors import WorkloadError, error_from_record
 from mlflow_dlaas.measured_process.channel import Checkpoints, Message, decode
-from mlflow_dlaas.measured_process.lifeline import stop_process_tree
+from mlflow_dlaas.measured_process.lifeline import check_for_stop, stop_process_tree
 from mlflow_dlaas.measured_process.start import STOP_GRACE_S, StartedWorker, WorkerLaunch
 from mlflow_dlaas.monitor import MonitorResult, ResourceMonitor
 from mlflow_dlaas.monitor.timeline_plot import prepare_plotting
@@ -177,6 +177,7 @@ class _Supervision:
     def _dispatch_until_closed(self, proc: subprocess.Popen[bytes]) -> None:
         last = time.monotonic()
         while True:
+            check_for_stop()  # a SIGTERM Python dropped must still end the run
             try:
                 message = self.inbox.get(timeout=1.0)
             except queue.Empty:

@@ -9,13 +9,14 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
 import mlflow
 import pytest
 
-from mlflow_dlaas.measured_process.lifeline import Stopped, stop_on_signals
+from mlflow_dlaas.measured_process.lifeline import Stopped, check_for_stop, stop_on_signals
 from mlflow_dlaas.runs.schema import REASON_TAG
 from mlflow_dlaas.store.lifecycle import failing_run_guard
 from mlflow_dlaas.store.ownership import Owner, _start_token, owner_tags
@@ -32,6 +33,26 @@ def test_a_stop_signal_raises_stopped_once(signum: int) -> None:
     assert isinstance(stopped.value, KeyboardInterrupt)
     assert f"stopped by signal {signal.Signals(signum).name}" in str(stopped.value)
     assert signal.getsignal(signum) == before
+
+
+class _Dropped:
+    """Something whose weakref callback is where a stop signal lands."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_python_dropped_is_raised_at_the_next_safe_point() -> None:
+    def stopped_inside_the_callback(_: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the stop lands here: "Exception ignored in" the callback
+
+    with pytest.raises(Stopped) as stopped, stop_on_signals():
+        held = _Dropped()
+        watcher = weakref.ref(held, stopped_inside_the_callback)
+        del held  # the callback runs; Python drops what it raised
+        assert watcher() is None  # still here: the stop was dropped
+        check_for_stop()
+    assert stopped.value.signum == signal.SIGTERM
+    check_for_stop()  # no handler installed: nothing to raise
 
 
 def _write_then_stop(database: Path) -> None:
