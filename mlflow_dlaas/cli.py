@@ -318,7 +318,8 @@ def recommend_command(experiment: str | None, study: str | None, include_disturb
 @click.option("--experiment", required=True, help="The experiment whose open answers to settle.")
 @click.option("--budget", default=None,
               help="Rounds (e.g. 12, the default: the sequential rule's budget) or minutes "
-                   "(e.g. 10m, within the default rounds).")
+                   "(e.g. 10m, within the default rounds; a round starts only where it ends in "
+                   "time, the first excepted).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Draws each round's order (recorded on every run).")
 @click.option("--include-disturbed", is_flag=True,

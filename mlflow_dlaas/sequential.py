@@ -204,7 +204,11 @@ def _p_above(rows: np.ndarray, flips: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Budget:
-    """How much ``decide`` may measure: rounds (the sequential rule's budget) and minutes."""
+    """How much ``decide`` may measure: rounds (the sequential rule's budget) and minutes.
+
+    Within ``minutes`` a round after the first starts only where it is expected to end in
+    time (the last round's duration).
+    """
 
     rounds: int
     minutes: float | None = None

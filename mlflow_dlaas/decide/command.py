@@ -62,11 +62,13 @@ def decide(*, experiment: str, budget: Budget, seed: int = 0, dry_run: bool = Fa
         asked = {a.question for a in found.open}
         _templates(client, found.open)  # a run that cannot be launched again: said before any
         session = _session_run(client, table.runs, experiment, budget, seed, found.open)
-        rounds, started = 0, time.monotonic()
+        rounds, started, round_s = 0, time.monotonic(), 0.0
         try:
-            while found.open and rounds < budget.rounds and not _out_of_time(budget, started):
+            while found.open and rounds < budget.rounds and \
+                    time_for_a_round(budget, started, rounds, round_s):
                 stop.check()
                 rounds += 1
+                round_started = time.monotonic()
                 templates = _templates(client, found.open)
                 say(f"round {rounds} of at most {budget.rounds}: "
                     + "; ".join(named(templates)))
@@ -75,6 +77,7 @@ def decide(*, experiment: str, budget: Budget, seed: int = 0, dry_run: bool = Fa
                 for outcome in outcomes:
                     if outcome.status != "FINISHED":
                         say(f"  run {outcome.run_id} {outcome.status}: {outcome.reason}")
+                round_s = time.monotonic() - round_started
                 table = collect_runs(client, experiment=experiment)
                 found = _still_open(answers_on(client, table, host,
                                                include_disturbed=include_disturbed), asked)
@@ -138,5 +141,9 @@ def _still_open(found: Answers, asked: set[str]) -> Answers:
                    found.notes)
 
 
-def _out_of_time(budget: Budget, started: float) -> bool:
-    return budget.minutes is not None and time.monotonic() - started >= budget.minutes * 60
+def time_for_a_round(budget: Budget, started: float, rounds: int, round_s: float) -> bool:
+    """Whether another round, as long as the last (``round_s``), ends within the budget's
+    minutes; the first always starts."""
+    if budget.minutes is None or rounds == 0:
+        return True
+    return time.monotonic() - started + round_s <= budget.minutes * 60

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from mlflow_dlaas.decide.command import time_for_a_round
 from mlflow_dlaas.errors import ConfigError
 from mlflow_dlaas.sequential import Budget
 
@@ -12,6 +15,14 @@ def test_a_budget_is_rounds_or_minutes() -> None:
     assert Budget.parse(None) == Budget(12)
     assert Budget.parse("8") == Budget(8)
     assert Budget.parse("10m") == Budget(12, 10.0)
+
+
+def test_a_round_after_the_first_starts_only_where_it_ends_within_the_minutes() -> None:
+    minute, now = Budget(12, 1.0), time.monotonic()
+    assert time_for_a_round(minute, now, 0, 500.0)  # the first always runs
+    assert time_for_a_round(minute, now - 30, 1, 25.0)  # 30 s spent, 25 s more: in time
+    assert not time_for_a_round(minute, now - 30, 1, 35.0)  # would end at 65 s
+    assert time_for_a_round(Budget(12), now - 3600, 5, 600.0)  # rounds only: no clock
 
 
 @pytest.mark.parametrize(("text", "said"), [
