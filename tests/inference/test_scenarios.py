@@ -37,13 +37,26 @@ def test_percentiles_come_from_raw_samples() -> None:
 
 
 def test_single_stream_runs_through_loadgen_until_the_count_and_the_duration(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     predict, calls = sleeper(0.001)
     x = np.zeros((2, 1, 4, 4), dtype=np.float32)
+    tests: list[tuple[int, int]] = []  # the calls made before and after each LoadGen test
+    run_test = scenarios.run_test
+
+    def counted(*args, **kwargs):
+        before = len(calls)
+        verdict = run_test(*args, **kwargs)
+        tests.append((before, len(calls)))
+        return verdict
+
+    monkeypatch.setattr(scenarios, "run_test", counted)
     result = scenarios.single_stream(predict, x, scenarios.StoppingRule(50, 0.3, 3), tmp_path)
     assert result.count >= 50 and result.duration_s >= 0.3
     assert result.loadgen == LoadgenVerdict(True)
-    assert len(calls) % (result.count + 3) == 0  # warm-up kept apart (a re-planned test: twice)
+    # the warm-up's 3 queries come first and are kept apart; a test LoadGen found too short
+    # is planned once more, and the result is the last test's queries, all of them
+    assert tests[0][0] == 3 and len(tests) in (1, 2)
+    assert tests[-1][1] - tests[-1][0] == result.count == len(calls) - tests[-1][0]
     summary = (tmp_path / SUMMARY_LOG).read_text()
     assert "Scenario : SingleStream" in summary and "Result is : VALID" in summary
     assert (tmp_path / DETAIL_LOG).is_file() and not (tmp_path / "mlperf_log_trace.json").exists()
