@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from mlflow_dlaas.backends import InferenceOptions, get_runtime
 from mlflow_dlaas.config import (
     NESTED,
     as_int,
@@ -116,7 +117,20 @@ class InferConfig:
         if not (self.stall_timeout_s > 0 and math.isfinite(self.stall_timeout_s)):
             raise ConfigError(f"stall_timeout_s must be a finite number > 0, "
                               f"got {self.stall_timeout_s}")
+        # the runtime's own refusal first: another CPU would not lift it, as it lifts the next
+        get_runtime(self.runtime).refuse_unserved(self.options(), user_file=self.user_file)
         refuse_emulated_bf16(self.precision, self.device)  # valid, but not measurable here
+
+    @property
+    def user_file(self) -> bool:
+        """Whether the model served is the user's own file (not a run's model)."""
+        return self.model_uri is not None and self.model_uri.kind != "run"
+
+    def options(self) -> InferenceOptions:
+        """What the runtime is asked to serve the model at."""
+        return InferenceOptions(self.precision, self.quantization, self.device,
+                                self.graph_optimization_level, self.execution_mode,
+                                self.torch_compile, self.jit_compile, self.parallelism)
 
     def _check_text_model(self) -> None:
         if self.runtime not in TEXT_RUNTIMES:

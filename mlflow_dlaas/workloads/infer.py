@@ -50,7 +50,6 @@ from mlflow_dlaas.workloads.run_description import (
     name_active_run,
     variant_label,
 )
-from mlflow_dlaas.workloads.serving import options_of
 
 WORKER = "mlflow_dlaas.workloads.infer_worker"
 #: A server run at one given rate (no search): its p99, printed with the headline figures.
@@ -81,9 +80,7 @@ class InferenceResult:
 
 def run_inference(config: InferConfig) -> InferenceResult:
     """Benchmark per ``config`` in the active (or a new) run; the run always ends."""
-    runtime = get_runtime(config.runtime)
-    runtime.refuse_unserved(options_of(config), user_file=config.model_uri is not None
-                            and config.model_uri.kind != "run")  # before anything starts
+    runtime = get_runtime(config.runtime)  # the config has asked its declaration
     configure_tracking(announce=False)
     with failing_run_guard() as run, scratch_dir("source") as source_dir:
         run_id = run.info.run_id

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_dlaas.backends import InferenceOptions, InferenceRuntime
+from mlflow_dlaas.backends import InferenceRuntime
 from mlflow_dlaas.backends.served_model import ModelSource, Predictor
 from mlflow_dlaas.inference.config import InferConfig
 from mlflow_dlaas.inference.sources.fresh import fresh_inputs
@@ -25,16 +25,10 @@ def prepared(runtime: InferenceRuntime, source: ModelSource, config: InferConfig
              ) -> Predictor:
     """The run's thread settings applied (process-wide where the library takes them so),
     then the model prepared: the one step every process that serves takes."""
-    options = options_of(config)
+    options = config.options()
     runtime.refuse_unserved(options, user_file=source.user is not None)
     runtime.apply_threads(config.parallelism)
     return runtime.prepare(source, options)
-
-
-def options_of(config: InferConfig) -> InferenceOptions:
-    return InferenceOptions(config.precision, config.quantization, config.device,
-                            config.graph_optimization_level, config.execution_mode,
-                            config.torch_compile, config.jit_compile, config.parallelism)
 
 
 def loadgen_root() -> Path:

@@ -100,8 +100,12 @@ def test_an_accuracy_bound_on_the_agreement_with_fp32_is_a_constraint() -> None:
     assert bound.holds(1.0) and not bound.holds(0.98)
 
 
-def test_an_unserved_precision_is_refused_before_any_run_starts(tracking: str) -> None:
-    """The entry asks the runtime's declaration first: exit 2, one line, no run made."""
+@pytest.mark.parametrize("cpu_flags", ["avx,avx2,fma", "avx,avx2,fma,avx512f,avx512_bf16"],
+                         ids=["avx2", "avx512_bf16"])
+def test_an_unserved_precision_is_refused_before_any_run_starts(tracking: str,
+                                                                cpu_flags: str) -> None:
+    """The entry asks the runtime's declaration first, before the CPU's (a CPU with bf16
+    units would not help): exit 2, one line, no run made, on either kind of CPU."""
     import subprocess
     import sys
 
@@ -112,7 +116,9 @@ def test_an_unserved_precision_is_refused_before_any_run_starts(tracking: str) -
     done = subprocess.run([sys.executable, "-m", "mlflow_dlaas.workloads.infer", "--runtime",
                            "onnxruntime", "--precision", "bf16", "--batch_sizes", "1"],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "MLFLOW_EXPERIMENT_ID": experiment})
+                          env={**os.environ, "MLFLOW_EXPERIMENT_ID": experiment,
+                               ASSUMED_FLAGS_VARIABLE: cpu_flags})
     assert done.returncode == 2, done.stderr[-2000:]
     assert "no bf16 kernels" in done.stderr and "Traceback" not in done.stderr
+    assert "no native bf16" not in done.stderr
     assert client.search_runs([experiment]) == []
