@@ -13,6 +13,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from mlflow.environment_variables import MLFLOW_SERVER_ENABLE_JOB_EXECUTION
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -31,7 +33,10 @@ class MlflowServer:
         self.command = [shutil.which("mlflow"), "server", "--backend-store-uri", backend,
                         "--host", host, "--port", str(self.port),
                         "--artifacts-destination", str(artifacts), "--workers", "1", *args]
-        self.env = {**os.environ, **(env or {})}
+        # MLflow 3's server also starts a job runner and seven huey consumers for its GenAI
+        # jobs, which no test uses: about 10 s of CPU to start, more while idle
+        # (docs/studies.md, "Many machines")
+        self.env = {**os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name: "false", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
