@@ -8,10 +8,14 @@ configuration (a framework's training, a runtime's serving, a cell of the study)
 measured :data:`REPLICATES` times, interleaved where the demo runs them (A B C, A B C, ...:
 a burst of other load hits every configuration alike), so that each question the report
 asks can be decided: 4 runs a side is the fewest with which the report's exact test can
-separate two configurations. A run that other work on the machine disturbed is measured
-once more (at most :data:`REMEASURE_DISTURBED` times a demo), since the report leaves it
-out. A step that fails is reported and the job goes on; the exit code says whether all
-succeeded.
+separate two configurations. Serving screens first: a runtime at least
+:data:`CONTENDER_FACTOR` times behind the leader on both of the report's serving questions
+after the first half of the rounds (p99 latency at the smallest batch, throughput at the
+largest) is left out of the later rounds, which decide between the rest; its runs stay in
+the report. Only the first training run of each framework logs its model (the one served).
+A run that other work on the machine disturbed is measured once more (at most
+:data:`REMEASURE_DISTURBED` times a demo), since the report leaves it out. A step that fails
+is reported and the job goes on; the exit code says whether all succeeded.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ REPLICATES = 4
 #: Runs measured once more because other work disturbed them (left out of the report), at
 #: most this many a demo: a machine busy throughout would otherwise double the demo.
 REMEASURE_DISTURBED = 6
+#: A runtime this many times behind the serving leader on p99 latency and on throughput after
+#: the first half of the rounds cannot be the answer to either question: the later rounds
+#: measure only the others (4.7x and more separated the laggards from the leader on a 2-core
+#: AVX2 EPYC; a runtime within the factor on either question stays).
+CONTENDER_FACTOR = 2.0
 #: the frameworks the demo trains in (each backend says which environment it runs in)
 TRAIN_FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
 #: (runtime, the framework whose trained model it serves, extra params)
@@ -196,23 +205,28 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
                 continue
             env_manager = get_framework(framework).env_manager
             role = f"train/{framework}"
-            params = {**TRAIN, "seed": replicate}
+            # the model of the first run that succeeds is the one served: only it is logged
+            params = {**TRAIN, "seed": replicate, "log_model": role not in result.runs}
             run_id = step(role, lambda f=framework, m=env_manager, p=params, i=replicate:
                           _mlflow_run(f, "train", p, experiment_id, m, i, remeasures))
-            if run_id and role not in result.runs:  # the first replicate's model is served
+            if run_id and role not in result.runs:  # its model is the one served
                 result.runs[role] = run_id
+    served: dict[str, list[str]] = {}  # role -> its serving runs
+    serving = {_serving_role(runtime, extra): (runtime, source, extra)
+               for runtime, source, extra in SERVING
+               if runtime in chosen and f"train/{source}" in result.runs}
     for replicate in range(replicates):
-        for runtime, source, extra in SERVING:
-            trained = result.runs.get(f"train/{source}")
-            if trained is None or runtime not in chosen:
-                continue
-            role = f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
-            params = {**INFER, **extra, "model_uri": f"runs:/{trained}", "seed": replicate}
+        if replicate == math.ceil(replicates / 2):
+            serving = _contenders(serving, served)
+        for role, (runtime, source, extra) in serving.items():
+            params = {**INFER, **extra, "model_uri": f"runs:/{result.runs[f'train/{source}']}",
+                      "seed": replicate}
             run_id = step(role, lambda r=runtime, p=params, i=replicate: _mlflow_run(
                 r, "infer", p, experiment_id, get_runtime(r).env_manager, i,
                 remeasures))
-            if run_id and role not in result.runs:
-                result.runs[role] = run_id
+            if run_id:
+                served.setdefault(role, []).append(run_id)
+                result.runs.setdefault(role, run_id)
     summary = None
     if "pytorch" in chosen:
         log.info("demo: threading study ...")
@@ -244,6 +258,41 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
         raise WorkloadError("the demo finished with failed steps (in the report as failed "
                             "runs): " + "; ".join(result.failures))
     return result
+
+
+def _serving_role(runtime: str, extra: Mapping[str, Any]) -> str:
+    return f"infer/{runtime}" + "".join(f"/{k}={v}" for k, v in extra.items())
+
+
+def _contenders(serving: dict[str, Any], served: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The serving configurations (by role) still in the running: within
+    :data:`CONTENDER_FACTOR` of the leader on p99 latency at the smallest batch or on
+    throughput at the largest, by the geometric mean of their valid runs so far (one with
+    none stays)."""
+    batches = sorted(int(b) for b in INFER["batch_sizes"].split(","))
+    questions = {f"single_stream/batch_{batches[0]}/latency_p99_ms": min,
+                 f"offline/batch_{batches[-1]}/throughput_samples_per_second": max}
+    client = mlflow.MlflowClient()
+    figures: dict[str, dict[str, float]] = {}
+    for role, run_ids in served.items():
+        runs = [client.get_run(i).data for i in run_ids]
+        valid = [r.metrics for r in runs if r.tags.get(VALIDITY_TAG) != "disturbed"]
+        if valid and all(key in m for m in valid for key in questions):
+            figures[role] = {key: math.exp(sum(math.log(m[key]) for m in valid) / len(valid))
+                                for key in questions}
+    leaders = {key: best(f[key] for f in figures.values()) for key, best in questions.items()
+               if figures}
+    behind = {role for role, f in figures.items()
+              if all(max(f[key], leaders[key]) >= CONTENDER_FACTOR * min(f[key], leaders[key])
+                     for key in questions)}
+    if behind:
+        kept = ", ".join(r.removeprefix("infer/") for r in serving if r not in behind)
+        left = ", ".join(r.removeprefix("infer/") for r in sorted(behind))
+        log.info(f"demo: the later serving rounds measure only {kept}: {left} at least "
+                 f"{CONTENDER_FACTOR:g}x behind the leader on p99 latency at batch "
+                 f"{batches[0]} and on throughput at batch {batches[-1]} (their runs stay "
+                 "in the report)")
+    return {role: s for role, s in serving.items() if role not in behind}
 
 
 def _compare() -> Any:

@@ -88,3 +88,37 @@ def test_a_disturbed_run_is_measured_once_more_until_the_machine_stays_busy(
     assert remeasures.take(run("disturbed"))
     remeasures.again_disturbed(run("disturbed"))  # disturbed again: the machine stays busy
     assert not remeasures.take(run("disturbed"))
+
+
+def test_later_serving_rounds_leave_out_only_a_runtime_far_behind_on_both_questions(
+        tracking: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """After the first half of the serving rounds: a runtime at least CONTENDER_FACTOR behind
+    the leader on p99 at batch 1 and on throughput at batch 32 is left out; one behind on
+    one question only stays, as does one whose runs were all disturbed."""
+    import mlflow
+
+    from mlflow_dlaas import demo
+    from mlflow_dlaas.runs.schema import VALIDITY_TAG
+
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name(tracking).experiment_id
+
+    def runs(p99_ms: float, samples_per_s: float, validity: str = "valid") -> list[str]:
+        ids = []
+        for jitter in (0.95, 1.05):
+            run_id = client.create_run(experiment, tags={VALIDITY_TAG: validity}).info.run_id
+            client.log_metric(run_id, "single_stream/batch_1/latency_p99_ms", p99_ms * jitter)
+            client.log_metric(run_id, "offline/batch_32/throughput_samples_per_second",
+                              samples_per_s * jitter)
+            ids.append(run_id)
+        return ids
+
+    served = {"infer/openvino": runs(0.75, 10_800), "infer/onnxruntime": runs(1.3, 11_900),
+              "infer/tensorflow": runs(3.6, 4_900), "infer/pytorch": runs(5.7, 6_000),
+              "infer/mxnet": runs(0.7, 2_200, validity="disturbed")}
+    serving = {role: (role.removeprefix("infer/"), "pytorch", {}) for role in served}
+    kept = demo._contenders(serving, served)
+    # pytorch: 7.6x behind on p99 but within 2x on throughput (11,900 / 6,000 = 1.98)
+    assert set(kept) == {"infer/openvino", "infer/onnxruntime", "infer/pytorch", "infer/mxnet"}
+    assert "tensorflow at least 2x behind the leader" in capsys.readouterr().err
+    assert demo._contenders(serving, {}) == serving  # nothing measured: nothing left out
