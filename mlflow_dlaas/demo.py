@@ -8,11 +8,12 @@ configuration (a framework's training, a runtime's serving, a cell of the study)
 measured :data:`REPLICATES` times, interleaved where the demo runs them (A B C, A B C, ...:
 a burst of other load hits every configuration alike), so that each question the report
 asks can be decided: 4 runs a side is the fewest with which the report's exact test can
-separate two configurations. Serving screens first: a runtime at least
-:data:`CONTENDER_FACTOR` times behind the leader on both of the report's serving questions
-after the first half of the rounds (p99 latency at the smallest batch, throughput at the
-largest) is left out of the later rounds, which decide between the rest; its runs stay in
-the report. Only the first training run of each framework logs its model (the one served).
+separate two configurations. Serving screens first: after ``replicates // 2`` rounds of
+every runtime, one at least :data:`CONTENDER_FACTOR` times behind the leader on both of the
+report's serving questions (p99 latency at the smallest batch, throughput at the largest)
+is left out (its runs stay in the report), and the rest are measured ``replicates`` rounds
+more, to decide between them. Only the first training run of each framework logs its model
+(the one served).
 A run that other work on the machine disturbed is measured once more (at most
 :data:`REMEASURE_DISTURBED` times a demo), since the report leaves it out. A step that fails
 is reported and the job goes on; the exit code says whether all succeeded.
@@ -52,8 +53,8 @@ REPLICATES = 4
 #: most this many a demo: a machine busy throughout would otherwise double the demo.
 REMEASURE_DISTURBED = 6
 #: A runtime this many times behind the serving leader on p99 latency and on throughput after
-#: the first half of the rounds cannot be the answer to either question: the later rounds
-#: measure only the others (4.7x and more separated the laggards from the leader on a 2-core
+#: the screening rounds cannot be the answer to either question: the later rounds measure
+#: only the others (4.7x and more separated the laggards from the leader on a 2-core
 #: AVX2 EPYC; a runtime within the factor on either question stays).
 CONTENDER_FACTOR = 2.0
 #: the frameworks the demo trains in (each backend says which environment it runs in)
@@ -177,7 +178,8 @@ def _one_run(project: str, entry: str, params: Mapping[str, Any], experiment_id:
 def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = None
              ) -> DemoResult:
     """Train, serve, tune, compare; failures are collected, not fatal to the other steps.
-    Each training and serving configuration runs ``replicates`` times, interleaved;
+    Each training configuration and study cell runs ``replicates`` times, interleaved, and
+    serving ``replicates // 2`` rounds of every runtime then ``replicates`` of the contenders;
     ``frameworks`` limits the frameworks and runtimes measured (the study is PyTorch's)."""
     from mlflow_dlaas.tuning.spec import parse_spec
     from mlflow_dlaas.tuning.study import run_study
@@ -215,8 +217,9 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
     serving = {_serving_role(runtime, extra): (runtime, source, extra)
                for runtime, source, extra in SERVING
                if runtime in chosen and f"train/{source}" in result.runs}
-    for replicate in range(replicates):
-        if replicate == math.ceil(replicates / 2):
+    screening_rounds = replicates // 2
+    for replicate in range(screening_rounds + replicates):
+        if screening_rounds and replicate == screening_rounds:
             serving = _contenders(serving, served)
         for role, (runtime, source, extra) in serving.items():
             params = {**INFER, **extra, "model_uri": f"runs:/{result.runs[f'train/{source}']}",

@@ -92,7 +92,7 @@ def test_a_disturbed_run_is_measured_once_more_until_the_machine_stays_busy(
 
 def test_later_serving_rounds_leave_out_only_a_runtime_far_behind_on_both_questions(
         tracking: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """After the first half of the serving rounds: a runtime at least CONTENDER_FACTOR behind
+    """After the screening rounds of serving: a runtime at least CONTENDER_FACTOR behind
     the leader on p99 at batch 1 and on throughput at batch 32 is left out; one behind on
     one question only stays, as does one whose runs were all disturbed."""
     import mlflow
