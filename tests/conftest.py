@@ -205,7 +205,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> CommandResult:
     in a fresh folder with a fresh embedded store; other tests read its runs and report."""
     if shutil.which("mlflow-dlaas", path=user_env(ROOT)["PATH"]) is None:
         pytest.skip("the mlflow-dlaas console script is not on PATH; run the tests with make test")
-    return run_as_user("mlflow-dlaas demo", user_folder(tmp_path_factory, "demo"), timeout=1500)
+    # about 11 min quiet on a 2-core AVX2 EPYC; under the suite's other two workers there,
+    # 1,500 s was not enough for the demo before its serving screen (docs/performance.md)
+    return run_as_user("mlflow-dlaas demo", user_folder(tmp_path_factory, "demo"), timeout=2700)
 
 
 #: The documented study (docs/studies.md), constrained, that other tests read.

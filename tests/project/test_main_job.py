@@ -87,7 +87,7 @@ def _expected_tables(demo: CommandResult) -> dict[str, str]:
 
 def test_the_demo_exits_0_without_a_traceback(demo: CommandResult) -> None:
     """Runs first in the demo's group, so its setup is the demo itself (``make demo`` as a
-    user runs it: about 8.5 minutes on 2 cores in the suite), whose cost is its point."""
+    user runs it: 10 to 25 minutes on 2 cores in the suite), whose cost is its point."""
     assert demo.returncode == 0, demo.stderr[-4000:]
     for stream in (demo.stdout, demo.stderr):
         assert "Traceback" not in stream, stream[-4000:]
