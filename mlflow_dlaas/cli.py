@@ -407,9 +407,8 @@ def reproduce_command(quick: bool, full: bool, claims: str | None, experiment: s
 @cli.command("demo")
 @click.option("--replicates", type=int, default=4, show_default=True,
               help="Runs of each training configuration and study cell (4: the fewest "
-                   "with which the report can name a winner; 1: a quicker look); serving: "
-                   "half as many of every runtime, then as many again of each within 2x "
-                   "of the leader.")
+                   "with which the report can name a winner; 1: a quicker look); serving "
+                   "leaves out, after half its rounds, a runtime 2x behind the leader.")
 @click.option("--frameworks", default="all", show_default=True, metavar="NAME,...",
               help="Only these frameworks and runtimes (pytorch, tensorflow, mxnet, "
                    "onnxruntime, openvino). The study is PyTorch's.")

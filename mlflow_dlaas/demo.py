@@ -11,8 +11,8 @@ asks can be decided: 4 runs a side is the fewest with which the report's exact t
 separate two configurations. Serving screens first: after ``replicates // 2`` rounds of
 every runtime, one at least :data:`CONTENDER_FACTOR` times behind the leader on both of the
 report's serving questions (p99 latency at the smallest batch, throughput at the largest)
-is left out (its runs stay in the report), and the rest are measured ``replicates`` rounds
-more, to decide between them. Only the first training run of each framework logs its model
+is left out of the later rounds (its runs stay in the report), which measure only the
+rest. Only the first training run of each framework logs its model
 (the one served).
 A run that other work on the machine disturbed is measured once more (at most
 :data:`REMEASURE_DISTURBED` times a demo), since the report leaves it out. A step that fails
@@ -179,7 +179,8 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
              ) -> DemoResult:
     """Train, serve, tune, compare; failures are collected, not fatal to the other steps.
     Each training configuration and study cell runs ``replicates`` times, interleaved, and
-    serving ``replicates // 2`` rounds of every runtime then ``replicates`` of the contenders;
+    serving as many rounds, those after the first half only of the runtimes still in the
+    running;
     ``frameworks`` limits the frameworks and runtimes measured (the study is PyTorch's)."""
     from mlflow_dlaas.tuning.spec import parse_spec
     from mlflow_dlaas.tuning.study import run_study
@@ -217,9 +218,8 @@ def run_demo(replicates: int = REPLICATES, frameworks: Sequence[str] | None = No
     serving = {_serving_role(runtime, extra): (runtime, source, extra)
                for runtime, source, extra in SERVING
                if runtime in chosen and f"train/{source}" in result.runs}
-    screening_rounds = replicates // 2
-    for replicate in range(screening_rounds + replicates):
-        if screening_rounds and replicate == screening_rounds:
+    for replicate in range(replicates):
+        if replicate and replicate == replicates // 2:
             serving = _contenders(serving, served)
         for role, (runtime, source, extra) in serving.items():
             params = {**INFER, **extra, "model_uri": f"runs:/{result.runs[f'train/{source}']}",
